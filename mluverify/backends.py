@@ -1,0 +1,110 @@
+"""The back-end protocol: how a device is asked to run a case, and the registry of back ends.
+
+A back end is one device (the emulated MLU, ``cuda``, a real ``torch_mlu``, ...) with one or more
+execution modes. Each mode names the tolerance policy that judges it. Back ends come in only
+through the hook ``mluverify_add_backends``; the judge never imports a device.
+"""
+from __future__ import annotations
+
+import abc
+import copy
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+
+from mluverify.case import Case, Target
+from mluverify.errors import InvalidArgument, valid_choice
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What a back end returns for one case: the output, already on the CPU, and the ops
+    that did not run on the device (CPU fallbacks), in the order first seen."""
+
+    output: Any
+    fallback_ops: tuple[str, ...] = ()
+
+
+class Backend(abc.ABC):
+    """One device and its execution modes.
+
+    Subclasses set ``name`` and ``modes`` (mode -> tolerance policy name) and implement
+    ``execute``. ``unavailable_reason`` returns why the back end cannot run here, or None.
+    """
+
+    name: str
+    modes: Mapping[str, str]
+
+    def unavailable_reason(self) -> str | None:
+        return None
+
+    @abc.abstractmethod
+    def execute(self, fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
+        """Run ``fn(*args, **kwargs)`` on this device in ``case.mode``; return the output on CPU.
+
+        ``args`` are CPU objects already cast to ``case.dtype``; ``fn`` may be a module, which
+        the back end must not modify (copy it before moving it to the device).
+        """
+
+    def policy(self, mode: str) -> str:
+        """The tolerance policy that judges ``mode``."""
+        try:
+            return self.modes[mode]
+        except KeyError:
+            raise valid_choice(f"mode of back end {self.name!r}", mode, list(self.modes)) from None
+
+
+class BackendRegistry:
+    """The back ends of a session, by name; resolves target strings to back ends."""
+
+    def __init__(self) -> None:
+        self._backends: dict[str, Backend] = {}
+
+    def add(self, backend: Backend) -> None:
+        if not isinstance(backend, Backend):
+            raise InvalidArgument(
+                f"mluverify_add_backends must add Backend instances, got {backend!r} "
+                f"(type={type(backend).__name__})"
+            )
+        self._backends[backend.name] = backend
+
+    def __iter__(self) -> Iterator[Backend]:
+        return iter(self._backends.values())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._backends
+
+    def get(self, name: str) -> Backend:
+        try:
+            return self._backends[name]
+        except KeyError:
+            raise valid_choice("back end", name, list(self._backends)) from None
+
+    def targets(self) -> list[Target]:
+        return [Target(b.name, mode) for b in self for mode in b.modes]
+
+    def resolve(self, target: Target | str) -> tuple[Target, Backend]:
+        """Check a target names a known back end and mode; InvalidArgument lists valid targets."""
+        target = Target.parse(target) if isinstance(target, str) else target
+        backend = self._backends.get(target.backend)
+        if backend is None or target.mode not in backend.modes:
+            raise valid_choice("target", str(target), [str(t) for t in self.targets()])
+        return target, backend
+
+
+def map_tensors(fn: Callable[["torch.Tensor"], Any], obj: Any) -> Any:
+    """Apply ``fn`` to every tensor in a nested structure (tuple, list, dict, namedtuple)."""
+    import torch.utils._pytree as pytree
+    import torch
+
+    return pytree.tree_map_only(torch.Tensor, fn, obj)
+
+
+def move_module(module: "torch.nn.Module", device: str, dtype: "torch.dtype | None" = None) -> "torch.nn.Module":
+    """A copy of ``module`` on ``device`` (and floating parameters in ``dtype``); the original stays."""
+    moved = copy.deepcopy(module)
+    if dtype is not None:
+        moved = moved.to(dtype)
+    return moved.to(device)

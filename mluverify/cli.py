@@ -1,0 +1,42 @@
+"""The ``mluverify`` command: a thin shell over the same plugin manager and hooks as pytest.
+
+Each sub-command lives beside the feature it drives and exposes ``register(subparsers)``,
+which adds its parser and sets ``func`` (``args -> exit code``).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+from mluverify.errors import MluverifyError
+
+COMMANDS: tuple[str, ...] = (
+    "mluverify.commands.run",
+    "mluverify.commands.report",
+    "mluverify.commands.diff",
+    "mluverify.commands.audit",
+    "mluverify.commands.baseline",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mluverify", description=__doc__.splitlines()[0])
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except MluverifyError as exc:
+        print(f"mluverify {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

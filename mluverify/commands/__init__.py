@@ -1,0 +1,1 @@
+"""Sub-commands of the ``mluverify`` CLI, one module each."""

@@ -1,0 +1,37 @@
+"""The judge: metrics, tolerance policies and verdicts. Knows no device."""
+from __future__ import annotations
+
+from typing import Any
+
+from mluverify.compare._judge import Verdict, assert_close, compare, pair_metrics
+from mluverify.compare._metrics import (
+    BUILTIN_METRICS,
+    DIAGNOSTIC,
+    EPS,
+    JUDGEABLE,
+    METRIC_NAMES,
+    cosine,
+    max_abs,
+    max_rel,
+    rae,
+    rel_mse,
+    rma,
+    sqnr_db,
+)
+from mluverify.compare._tolerance import POLICIES, Tolerance, ToleranceTable, policy, resolve_tolerance
+
+__all__ = [
+    "BUILTIN_METRICS", "DIAGNOSTIC", "EPS", "JUDGEABLE", "METRIC_NAMES", "POLICIES",
+    "Tolerance", "ToleranceTable", "Verdict", "assert_close", "compare", "cosine", "max_abs",
+    "max_rel", "metrics", "policy", "rae", "rel_mse", "resolve_tolerance", "rma", "sqnr_db",
+]
+
+
+def metrics(actual: Any, expected: Any) -> dict[str, float]:
+    """Every built-in metric of one tensor / array pair, in float64, whatever the two dtypes.
+
+    Positions where either side is NaN/Inf are excluded. A quick diagnostic for tools (dump
+    diff, quantization layer errors); a judgement with NaN/Inf, shape and dtype checks is
+    ``compare``. Shapes must match (InvalidArgument otherwise).
+    """
+    return pair_metrics(actual, expected)

@@ -1,0 +1,197 @@
+"""Records: one row per comparison, written as per-process shards and merged into parquet.
+
+A run directory holds ``shards/records-<worker>-<pid>.jsonl`` while it runs (one line per record,
+flushed as it is made, so a crash or an interrupt keeps every record already written) and
+``records.parquet`` once merged. Merging is atomic (write to a temporary file, then rename) and
+can be repeated on an interrupted run: ``mluverify report --merge DIR``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from mluverify.errors import RecordsError
+
+SCHEMA_VERSION = 1
+
+# column -> pyarrow type name; the single definition of a record.
+COLUMNS: dict[str, str] = {
+    "run_id": "string",
+    "case_id": "string",
+    "suite": "string",
+    "op": "string",
+    "target": "string",
+    "backend": "string",
+    "mode": "string",
+    "dtype": "string",
+    "quant": "string",
+    "shape": "string",
+    "metric": "string",
+    "value": "float64",
+    "bound": "float64",
+    "passed": "bool",
+    "headroom": "float64",
+    "rel_mse": "float64",
+    "rae": "float64",
+    "rma": "float64",
+    "max_abs": "float64",
+    "max_rel": "float64",
+    "cosine": "float64",
+    "sqnr_db": "float64",
+    "extra_metrics": "string",
+    "nan_mismatch": "int64",
+    "fallback_ops": "string",
+    "seed": "int64",
+    "reproducer": "string",
+    "duration_s": "float64",
+    "reason": "string",
+    "error": "string",
+    "waived": "bool",
+}
+
+SHARD_DIR = "shards"
+RECORDS_FILE = "records.parquet"
+META_FILE = "run.json"
+
+
+def run_metadata(run_id: str) -> dict[str, Any]:
+    """Versions, host, start time and git revision of a run (stored beside its records)."""
+    from mluverify import __version__
+
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "mluverify_version": __version__,
+        "torch_version": _torch_version(),
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "git_revision": _git_revision(),
+    }
+
+
+def _torch_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("torch")
+    except Exception:  # torch is a dependency, but metadata may be absent in odd installs
+        return ""
+
+
+def _git_revision() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip()
+
+
+def normalize(record: dict[str, Any]) -> dict[str, Any]:
+    """Fill missing columns with None and refuse columns the schema does not know."""
+    unknown = set(record) - set(COLUMNS)
+    if unknown:
+        raise RecordsError(f"record has columns the schema does not know: {sorted(unknown)}")
+    return {name: record.get(name) for name in COLUMNS}
+
+
+class ShardWriter:
+    """Appends records of one process to its own JSON-lines shard, one flushed line each."""
+
+    def __init__(self, run_dir: Path, worker: str = "main") -> None:
+        self.path = Path(run_dir) / SHARD_DIR / f"records-{worker}-{os.getpid()}.jsonl"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")
+        except OSError as exc:
+            raise RecordsError(f"cannot write records to {self.path.parent}: {exc.strerror}") from None
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(normalize(record), allow_nan=True) + "\n"
+        try:
+            self._file.write(line)
+            self._file.flush()
+        except OSError as exc:
+            raise RecordsError(
+                f"cannot append to {self.path} ({exc.strerror}); records written before are kept"
+            ) from None
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_shards(run_dir: Path) -> list[dict[str, Any]]:
+    """Every complete record in a run's shards; a torn last line (a crash mid-write) is skipped."""
+    rows: list[dict[str, Any]] = []
+    for shard in sorted((Path(run_dir) / SHARD_DIR).glob("records-*.jsonl")):
+        with open(shard, encoding="utf-8") as fh:
+            for line in fh:
+                if line.endswith("\n"):
+                    rows.append(json.loads(line))
+    return rows
+
+
+def arrow_schema():
+    import pyarrow as pa
+
+    # pyarrow spells its boolean type ``bool_`` (``bool`` would shadow the builtin)
+    return pa.schema([(name, getattr(pa, "bool_" if kind == "bool" else kind)()) for name, kind in COLUMNS.items()])
+
+
+def to_table(rows: Iterable[dict[str, Any]], metadata: dict[str, Any] | None = None):
+    """Records as a pyarrow Table with the records schema and the run metadata attached."""
+    import pyarrow as pa
+
+    schema = arrow_schema()
+    if metadata:
+        schema = schema.with_metadata({"mluverify": json.dumps(metadata)})
+    return pa.Table.from_pylist([normalize(r) for r in rows], schema=schema)
+
+
+def merge(run_dir: Path) -> Path:
+    """Merge the shards of ``run_dir`` (with any earlier merged records) into ``records.parquet``.
+
+    Atomic: readers see the old file or the new one, never half of one. Shards are kept until
+    the new file is in place, then removed, so an interrupted merge can simply be run again.
+    """
+    import pyarrow.parquet as pq
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RecordsError(f"run directory {run_dir} does not exist")
+    shards = sorted((run_dir / SHARD_DIR).glob("records-*.jsonl"))
+    target = run_dir / RECORDS_FILE
+    rows = read_shards(run_dir)
+    if target.exists():
+        rows = pq.read_table(target).to_pylist() + rows
+    tmp = target.with_suffix(f".tmp-{os.getpid()}")
+    pq.write_table(to_table(rows, read_metadata(run_dir)), tmp)
+    os.replace(tmp, target)
+    for shard in shards:
+        shard.unlink()
+    return target
+
+
+def write_metadata(run_dir: Path, metadata: dict[str, Any]) -> None:
+    path = Path(run_dir) / META_FILE
+    tmp = path.with_suffix(f".tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(metadata, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_metadata(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / META_FILE
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RecordsError(f"run metadata {path} is corrupt: {exc}") from None
