@@ -15,6 +15,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "mluverify.plugins.torch_devices",
     "mluverify.plugins.mlu_backend",
     "mluverify.plugins.mlu_cnnl_kernels",
+    "mluverify.plugins.mlu_fusion",
+    "mluverify.plugins.mlu_quant",
     "mluverify.plugins.report_writers",
 )
 
@@ -71,13 +73,13 @@ def call_hook(pm: pluggy.PluginManager, name: str, **kwargs: Any) -> Any:
 
 
 def _culprit(pm: pluggy.PluginManager, exc: Exception) -> str:
-    """Name the plugin whose code raised ``exc`` (the innermost registered module in the traceback)."""
-    modules = {getattr(p, "__name__", None): n for n, p in pm.list_name_plugin()}
+    """Name the plugin whose code raised ``exc``: the innermost plugin module in the traceback."""
+    plugin_modules = {getattr(p, "__name__", None) for p in pm.get_plugins()}
     found = "<unknown>"
     tb = exc.__traceback__
     while tb is not None:
-        mod = tb.tb_frame.f_globals.get("__name__")
-        if mod in modules:
-            found = repr(modules[mod])
+        module = tb.tb_frame.f_globals.get("__name__")
+        if module in plugin_modules:
+            found = f"{module!r} ({tb.tb_frame.f_code.co_filename})"
         tb = tb.tb_next
     return found

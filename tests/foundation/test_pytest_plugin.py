@@ -1,0 +1,163 @@
+"""`pytest -p mluverify` end to end, in subprocesses (pytester), on torch-device back ends."""
+import sys
+import textwrap
+
+import pyarrow.parquet as pq
+import pytest
+
+ADD_SUITE = """
+import pytest, torch
+
+@pytest.mark.parametrize("n", range({count}))
+def test_add(verify, n):
+    torch.manual_seed(n)
+    verify(torch.add, torch.randn(8), torch.randn(8), op="add", seed=n)
+"""
+
+# A back end whose results are 1 % off, registered from conftest.py like any third-party plugin.
+SCALED_BACKEND = """
+from mluverify import Backend, Execution, Tolerance, hookimpl
+
+class Scaled(Backend):
+    name = "scaled"
+    modes = {"cnnl": "cnnl", "cnml": "cnml"}
+
+    def execute(self, fn, args, kwargs, *, case):
+        return Execution(fn(*args, **kwargs) * 1.01, ("aten::sort",))
+
+@hookimpl
+def mluverify_add_backends(registry):
+    registry.add(Scaled())
+
+@hookimpl
+def mluverify_tolerance(case):
+    if case.op == "hooked":
+        return Tolerance("rel_mse", 0.05, "hook")
+"""
+
+SCALED_SUITE = """
+import pytest, torch
+
+def test_plain(verify):
+    verify(torch.mul, torch.ones(4), 2.0)
+
+@pytest.mark.mlu_tolerance(0.02)
+def test_marked(verify):
+    verify(torch.mul, torch.ones(4), 2.0)
+
+def test_hooked(verify):
+    verify(torch.mul, torch.ones(4), 2.0, op="hooked")
+
+@pytest.mark.mlu_waiver("known 1 % scale error", "2999-01-01")
+def test_waived(verify):
+    verify(torch.mul, torch.ones(4), 2.0)
+
+@pytest.mark.mlu_waiver("known 1 % scale error", "2000-01-01")
+def test_expired(verify):
+    verify(torch.mul, torch.ones(4), 2.0)
+"""
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess("-p", "mluverify", f"--mlu-report={pytester.path / 'run'}", *args)
+
+
+def records(pytester):
+    return pq.read_table(pytester.path / "run" / "records.parquet").to_pandas()
+
+
+def test_a_run_writes_one_record_per_comparison(pytester):
+    pytester.makepyfile(test_add=ADD_SUITE.format(count=5))
+    result = run(pytester, "--mlu-target=cpu64:eager")
+    result.assert_outcomes(passed=5)
+    frame = records(pytester)
+    assert len(frame) == 5
+    assert set(frame["target"]) == {"cpu64:eager"} and frame["passed"].all()
+    assert sorted(frame["seed"]) == list(range(5))
+    assert frame["run_id"].nunique() == 1
+    assert (pytester.path / "run" / "junit.xml").exists()
+
+
+def test_xdist_workers_lose_no_record(pytester):
+    pytester.makepyfile(test_add=ADD_SUITE.format(count=40))
+    result = run(pytester, "--mlu-target=cpu64:eager", "-n", "2")
+    result.assert_outcomes(passed=40)
+    frame = records(pytester)
+    assert len(frame) == 40 and frame["case_id"].nunique() == 40
+    assert frame["run_id"].nunique() == 1
+
+
+def test_unknown_target_is_a_usage_error_listing_valid_targets(pytester):
+    pytester.makepyfile(test_add=ADD_SUITE.format(count=1))
+    result = run(pytester, "--mlu-target=tpu:fast")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown target 'tpu:fast'*cpu64:eager*"])
+
+
+def test_unavailable_target_is_skipped_with_its_reason(pytester):
+    pytester.makepyfile(test_add=ADD_SUITE.format(count=1))
+    result = run(pytester, "--mlu-target=cuda:eager", "-rs")
+    if "torch.cuda.is_available() is False" not in result.stdout.str():
+        pytest.skip("this machine has CUDA")
+    result.assert_outcomes(skipped=1)
+
+
+def test_tolerances_waivers_and_fallbacks_through_a_conftest_backend(pytester):
+    pytester.makeconftest(SCALED_BACKEND)
+    pytester.makepyfile(test_scaled=SCALED_SUITE)
+    result = run(pytester, "--mlu-target=scaled:cnnl", "--mlu-target=scaled:cnml", "-rxf")
+    # cnnl (0.3 %): plain and expired fail, waived xfails; cnml (2 %): all pass
+    result.assert_outcomes(passed=6, failed=2, xfailed=1)
+    result.stdout.fnmatch_lines(["*waiver expired on 2000-01-01*"])
+    frame = records(pytester).set_index("case_id")
+    plain = frame.loc["test_scaled.py::test_plain[scaled:cnnl]"]
+    assert not plain["passed"] and plain["value"] == pytest.approx(0.01)
+    assert plain["fallback_ops"] == "aten::sort"
+    assert frame.loc["test_scaled.py::test_marked[scaled:cnnl]", "bound"] == 0.02
+    assert frame.loc["test_scaled.py::test_hooked[scaled:cnnl]", "bound"] == 0.05
+    assert frame.loc["test_scaled.py::test_waived[scaled:cnnl]", "waived"]
+    assert not frame.loc["test_scaled.py::test_expired[scaled:cnnl]", "waived"]
+
+
+def test_a_plugin_whose_hook_raises_is_named(pytester):
+    pytester.makeconftest("""
+from mluverify import hookimpl
+
+@hookimpl
+def mluverify_add_backends(registry):
+    raise RuntimeError("no licence")
+""")
+    pytester.makepyfile(test_add=ADD_SUITE.format(count=1))
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*plugin 'conftest'*raised in hook mluverify_add_backends*no licence*"])
+
+
+def test_unwritable_or_foreign_report_dirs_are_refused_at_start(pytester):
+    pytester.makepyfile(test_add=ADD_SUITE.format(count=1))
+    (pytester.path / "blocker").write_text("a file, not a directory")
+    result = pytester.runpytest_subprocess("-p", "mluverify", "--mlu-target=cpu64:eager",
+                                           f"--mlu-report={pytester.path / 'blocker' / 'run'}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*report directory*blocker*not writable*"])
+    foreign = pytester.path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("keep me")
+    result = pytester.runpytest_subprocess("-p", "mluverify", f"--mlu-report={foreign}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert (foreign / "notes.txt").read_text() == "keep me"
+
+
+def test_an_interrupted_runs_shards_merge_later(pytester):
+    pytester.makepyfile(test_crash=ADD_SUITE.format(count=3) + """
+def test_zz_crash():
+    import os
+    os._exit(3)  # the process dies: no session finish, no merge
+""")
+    result = run(pytester, "--mlu-target=cpu64:eager", "-p", "no:randomly")
+    assert result.ret == 3
+    run_dir = pytester.path / "run"
+    assert not (run_dir / "records.parquet").exists()
+    merged = pytester.run(sys.executable, "-m", "mluverify.cli", "report", "--merge", str(run_dir))
+    assert merged.ret == 0
+    assert len(records(pytester)) == 3
