@@ -75,8 +75,10 @@ def _new_session(config: pytest.Config, settings: Settings) -> Session:
     run_dir = Path(config.getoption("mlu_report") or config.rootpath / settings.report_dir)
     if _is_worker(config):
         return Session(pm, settings, run_dir, run_id=config.workerinput["mluverify_run_id"],
-                       worker=config.workerinput["workerid"])
-    session = Session(pm, settings, _prepare_run_dir(run_dir))
+                       worker=config.workerinput["workerid"],
+                       dump_failures=config.getoption("mlu_dump") == "fail")
+    session = Session(pm, settings, _prepare_run_dir(run_dir),
+                      dump_failures=config.getoption("mlu_dump") == "fail")
     from mluverify.report.records import run_metadata, write_metadata
 
     write_metadata(run_dir, run_metadata(session.run_id))

@@ -9,7 +9,7 @@ import math
 import time
 import traceback
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -45,6 +45,7 @@ class Session:
     run_dir: Path
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     worker: str = "main"
+    dump_failures: bool = False
     backends: BackendRegistry = field(init=False)
     extra_metrics: dict[str, Callable] = field(init=False)
     _writer: ShardWriter | None = field(init=False, default=None)
@@ -84,11 +85,23 @@ class Session:
             self.write(make_record(self.run_id, case, None, Execution(None), time.perf_counter() - started,
                                    error=_one_line(exc)))
             raise
+        duration_s = time.perf_counter() - started
+        if self.dump_failures and not verdict.passed:
+            dumped = self._dump(backend, fn, cast_floating(args, case.dtype), kwargs, case)
+            case = replace(case, reproducer=f"{case.reproducer}; dump: {dumped}")
         waived = not verdict.passed and waiver is not None and not waiver.expired()
-        record = make_record(self.run_id, case, verdict, execution, time.perf_counter() - started,
-                             waived=waived)
+        record = make_record(self.run_id, case, verdict, execution, duration_s, waived=waived)
         self.write(record)
         return Outcome(verdict, record, waiver)
+
+    def _dump(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any],
+               case: Case) -> Path:
+        """Re-run a failing case on its target under the Dumper (level 1, CPU re-run of each op)."""
+        from mluverify.dump import dump_case
+
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in case.case_id)[-120:]
+        return dump_case(lambda: backend.execute(fn, args, dict(kwargs), case=case), (), {},
+                         self.run_dir / "dumps" / name)
 
     def write(self, record: dict[str, Any]) -> None:
         if self._writer is None:

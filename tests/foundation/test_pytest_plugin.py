@@ -163,3 +163,16 @@ def test_zz_crash():
     merged = pytester.run(sys.executable, "-m", "mluverify.cli", "report", "--merge", str(run_dir))
     assert merged.ret == 0
     assert len(records(pytester)) == 3
+
+
+def test_mlu_dump_fail_dumps_each_failing_case_into_the_report(pytester):
+    pytester.makeconftest(SCALED_BACKEND)
+    pytester.makepyfile(test_scaled=SCALED_SUITE)
+    result = run(pytester, "--mlu-target=scaled:cnnl", "--mlu-dump=fail", "-k", "plain or marked")
+    result.assert_outcomes(passed=1, failed=1)
+    dumps = list((pytester.path / "run" / "dumps").iterdir())
+    assert len(dumps) == 1 and "test_plain" in dumps[0].name  # only the failing case
+    op_dirs = sorted(p.name for p in dumps[0].iterdir() if p.is_dir())
+    assert any(name.endswith("_mul") for name in op_dirs), op_dirs
+    plain = records(pytester).set_index("case_id").loc["test_scaled.py::test_plain[scaled:cnnl]"]
+    assert f"dump: {dumps[0]}" in plain["reproducer"]
