@@ -96,10 +96,18 @@ class BackendRegistry:
 
 def map_tensors(fn: Callable[["torch.Tensor"], Any], obj: Any) -> Any:
     """Apply ``fn`` to every tensor in a nested structure (tuple, list, dict, namedtuple)."""
-    import torch.utils._pytree as pytree
     import torch
 
-    return pytree.tree_map_only(torch.Tensor, fn, obj)
+    if isinstance(obj, torch.Tensor):
+        return fn(obj)
+    if isinstance(obj, (list, tuple)):
+        items = [map_tensors(fn, item) for item in obj]
+        if isinstance(obj, list):
+            return items
+        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+    if isinstance(obj, dict):
+        return type(obj)((key, map_tensors(fn, value)) for key, value in obj.items())
+    return obj
 
 
 def move_module(module: "torch.nn.Module", device: str, dtype: "torch.dtype | None" = None) -> "torch.nn.Module":

@@ -7,6 +7,7 @@ can be repeated on an interrupted run: ``mluverify report --merge DIR``.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import platform
@@ -20,7 +21,7 @@ from mluverify.errors import RecordsError
 
 SCHEMA_VERSION = 1
 
-# column -> pyarrow type name; the single definition of a record.
+# column -> pyarrow type factory name (pyarrow.<name>()); the single definition of a record.
 COLUMNS: dict[str, str] = {
     "run_id": "string",
     "case_id": "string",
@@ -35,7 +36,7 @@ COLUMNS: dict[str, str] = {
     "metric": "string",
     "value": "float64",
     "bound": "float64",
-    "passed": "bool",
+    "passed": "bool_",
     "headroom": "float64",
     "rel_mse": "float64",
     "rae": "float64",
@@ -52,7 +53,7 @@ COLUMNS: dict[str, str] = {
     "duration_s": "float64",
     "reason": "string",
     "error": "string",
-    "waived": "bool",
+    "waived": "bool_",
 }
 
 SHARD_DIR = "shards"
@@ -128,32 +129,45 @@ class ShardWriter:
         self._file.close()
 
 
-def read_shards(run_dir: Path) -> list[dict[str, Any]]:
-    """Every complete record in a run's shards; a torn last line (a crash mid-write) is skipped."""
-    rows: list[dict[str, Any]] = []
+def read_shards(run_dir: Path):
+    """Every complete record in a run's shards as a pyarrow Table with the records schema.
+
+    A torn last line (the process died mid-write) is dropped; every line before it is kept.
+    """
+    import pyarrow as pa
+    import pyarrow.json as pa_json
+
+    schema = arrow_schema()
+    options = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
+    tables = [schema.empty_table()]
     for shard in sorted((Path(run_dir) / SHARD_DIR).glob("records-*.jsonl")):
-        with open(shard, encoding="utf-8") as fh:
-            for line in fh:
-                if line.endswith("\n"):
-                    rows.append(json.loads(line))
-    return rows
+        data = shard.read_bytes()
+        complete = data[: data.rfind(b"\n") + 1]
+        if complete:
+            try:
+                tables.append(pa_json.read_json(io.BytesIO(complete), parse_options=options))
+            except pa.ArrowInvalid as exc:
+                raise RecordsError(f"records shard {shard} is corrupt: {exc}") from None
+    return pa.concat_tables(tables)
 
 
 def arrow_schema():
     import pyarrow as pa
 
-    # pyarrow spells its boolean type ``bool_`` (``bool`` would shadow the builtin)
-    return pa.schema([(name, getattr(pa, "bool_" if kind == "bool" else kind)()) for name, kind in COLUMNS.items()])
+    return pa.schema([(name, getattr(pa, kind)()) for name, kind in COLUMNS.items()])
 
 
 def to_table(rows: Iterable[dict[str, Any]], metadata: dict[str, Any] | None = None):
-    """Records as a pyarrow Table with the records schema and the run metadata attached."""
+    """Records (dicts) as a pyarrow Table with the records schema and the run metadata attached."""
     import pyarrow as pa
 
-    schema = arrow_schema()
-    if metadata:
-        schema = schema.with_metadata({"mluverify": json.dumps(metadata)})
-    return pa.Table.from_pylist([normalize(r) for r in rows], schema=schema)
+    table = pa.Table.from_pylist([normalize(r) for r in rows], schema=arrow_schema())
+    return with_metadata(table, metadata)
+
+
+def with_metadata(table, metadata: dict[str, Any] | None):
+    """``table`` carrying the run metadata in its schema (key ``mluverify``)."""
+    return table.replace_schema_metadata({"mluverify": json.dumps(metadata)}) if metadata else table
 
 
 def merge(run_dir: Path) -> Path:
@@ -162,6 +176,7 @@ def merge(run_dir: Path) -> Path:
     Atomic: readers see the old file or the new one, never half of one. Shards are kept until
     the new file is in place, then removed, so an interrupted merge can simply be run again.
     """
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     run_dir = Path(run_dir)
@@ -169,11 +184,11 @@ def merge(run_dir: Path) -> Path:
         raise RecordsError(f"run directory {run_dir} does not exist")
     shards = sorted((run_dir / SHARD_DIR).glob("records-*.jsonl"))
     target = run_dir / RECORDS_FILE
-    rows = read_shards(run_dir)
+    table = read_shards(run_dir)
     if target.exists():
-        rows = pq.read_table(target).to_pylist() + rows
+        table = pa.concat_tables([pq.read_table(target).replace_schema_metadata(None), table])
     tmp = target.with_suffix(f".tmp-{os.getpid()}")
-    pq.write_table(to_table(rows, read_metadata(run_dir)), tmp)
+    pq.write_table(with_metadata(table, read_metadata(run_dir)), tmp)
     os.replace(tmp, target)
     for shard in shards:
         shard.unlink()
