@@ -240,6 +240,17 @@ def _shape_of(args: tuple) -> str:
     return ""
 
 
+def _line_writer(terminal: Any) -> Callable[[str], None]:
+    if terminal is None:
+        return print
+
+    def write(text: str) -> None:
+        terminal.ensure_newline()  # after the progress dots, not on their line
+        terminal.write_line(text)
+
+    return write
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     mlu_session = config.stash.get(session_key, None)
@@ -260,7 +271,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         regress_factor=config.getoption("mlu_regress_factor") or settings.regress_factor,
         noise_floor=config.getoption("mlu_noise_floor") or settings.noise_floor,
         waivers=settings.waivers,
-        terminal_write=(lambda text: terminal.write_line(text)) if terminal else print,
+        terminal_write=_line_writer(terminal),
     )
     if status and session.exitstatus == 0:
         session.exitstatus = status

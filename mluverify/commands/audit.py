@@ -1,0 +1,42 @@
+"""``mluverify audit RUN [RUN...]``: are the tolerance bounds where the observed errors are?
+
+Writes ``audit.csv``, ``audit.md`` and ``audit.html`` into ``--out`` and prints the markdown.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+DEFAULT_OUT = Path("reports/audit")
+
+
+def register(subparsers: "argparse._SubParsersAction") -> None:
+    from mluverify.report.audit import DEFAULT_SAFETY_FACTOR
+
+    parser = subparsers.add_parser("audit", help="per-op tolerance audit across runs",
+                                   description=__doc__.splitlines()[0])
+    parser.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="run directories or records.parquet files")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default: {DEFAULT_OUT})")
+    parser.add_argument("--safety-factor", type=float, default=DEFAULT_SAFETY_FACTOR,
+                        help=f"recommended bound = max observed x this, rounded up (default {DEFAULT_SAFETY_FACTOR:g})")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from mluverify.report.audit import audit_runs
+    from mluverify.report.loading import load
+    from mluverify.report.pages import audit_documents
+    from mluverify.report.session import write_files
+    from mluverify.report.tables import bound_ratios
+
+    frames = [load(path) for path in args.runs]
+    result = audit_runs(frames, safety_factor=args.safety_factor)
+    ratios = bound_ratios(pd.concat(frames, ignore_index=True))
+    markdown, page = audit_documents(result, ratios, [str(path) for path in args.runs])
+    paths = write_files(args.out, {"audit.csv": result.groups.to_csv(index=False), "audit.md": markdown,
+                                   "audit.html": page})
+    print(markdown)
+    print(f"written: {', '.join(map(str, paths))}")
+    return 0

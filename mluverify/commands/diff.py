@@ -1,0 +1,38 @@
+"""``mluverify diff BASE NEW``: regression report of run NEW against run BASE.
+
+Writes ``diff.md`` and ``diff.html`` (into ``--out``, default NEW), prints the markdown and
+exits 1 when a case is a new failure, worsened or missing, else 0.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def register(subparsers: "argparse._SubParsersAction") -> None:
+    parser = subparsers.add_parser("diff", help="regression report of run NEW against run BASE",
+                                   description=__doc__.splitlines()[0])
+    parser.add_argument("base", type=Path, metavar="BASE", help="baseline run directory or records.parquet")
+    parser.add_argument("new", type=Path, metavar="NEW", help="new run directory or records.parquet")
+    parser.add_argument("--out", type=Path, help="where to write diff.md and diff.html (default: NEW's directory)")
+    parser.add_argument("--regress-factor", type=float, default=1.5,
+                        help="a case worsened when its judged metric grew by more than this factor (default 1.5)")
+    parser.add_argument("--noise-floor", type=float, default=0.0,
+                        help="values below this are compared as if equal to it (default 0)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mluverify.report.diff import diff_runs
+    from mluverify.report.loading import load
+    from mluverify.report.pages import diff_documents
+    from mluverify.report.session import write_files
+
+    result = diff_runs(load(args.base), load(args.new), regress_factor=args.regress_factor,
+                       noise_floor=args.noise_floor)
+    markdown, page = diff_documents(result, str(args.base), str(args.new))
+    out = args.out or (args.new if args.new.is_dir() else args.new.parent)
+    paths = write_files(out, {"diff.md": markdown, "diff.html": page})
+    print(markdown)
+    print(f"written: {', '.join(map(str, paths))}")
+    return 1 if result.regressed else 0

@@ -1,0 +1,93 @@
+"""Regression diff of two runs: per-case status and per-group deltas of the judged metric.
+
+Values are compared after clamping both to the noise floor, so noise-level errors neither
+worsen nor improve: a case worsened when ``max(new, floor) > factor * max(base, floor)`` and
+improved when ``max(base, floor) > factor * max(new, floor)``. Values of different metrics are
+never compared.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mluverify.report.tables import CASE_KEY, GROUP, case_outcomes
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# Status of a case, in the order reports list them; the first three fail `mluverify diff`.
+STATUSES = ("new failure", "worsened", "missing", "still failing", "fixed", "improved", "added", "unchanged")
+REGRESSIONS = ("new failure", "worsened", "missing")
+
+
+@dataclass(frozen=True)
+class RunDiff:
+    """The diff of two runs. ``cases`` has one row per case in either run (``CASE_KEY`` columns,
+    op/dtype/metric, ``value_base``/``value_new``, ``passed_base``/``passed_new``, ``ratio``,
+    ``status``); ``groups`` the per op x target x dtype x metric medians and maxima."""
+
+    cases: "pd.DataFrame"
+    groups: "pd.DataFrame"
+
+    def counts(self) -> dict[str, int]:
+        """Number of cases per status, every status present (zero when none)."""
+        found = self.cases["status"].value_counts()
+        return {status: int(found.get(status, 0)) for status in STATUSES}
+
+    @property
+    def regressed(self) -> bool:
+        """Whether any case is a new failure, worsened or missing."""
+        return bool(self.cases["status"].isin(REGRESSIONS).any())
+
+
+def diff_runs(base: "pd.DataFrame", new: "pd.DataFrame", *, regress_factor: float = 1.5,
+              noise_floor: float = 0.0) -> RunDiff:
+    """Compare two records frames case by case (see the module docstring for the rules)."""
+    return RunDiff(
+        cases=compare_cases(base, new, regress_factor=regress_factor, noise_floor=noise_floor),
+        groups=group_deltas(base, new),
+    )
+
+
+def compare_cases(base: "pd.DataFrame", new: "pd.DataFrame", *, regress_factor: float,
+                  noise_floor: float) -> "pd.DataFrame":
+    """One row per case of either run, with its status (one of ``STATUSES``)."""
+    import numpy as np
+
+    merged = case_outcomes(base).join(case_outcomes(new), how="outer", suffixes=("_base", "_new"))
+    in_base, in_new = merged["passed_base"].notna(), merged["passed_new"].notna()
+    passed_base = merged["passed_base"].fillna(False).astype(bool)
+    passed_new = merged["passed_new"].fillna(False).astype(bool)
+    comparable = in_base & in_new & passed_base & passed_new & (merged["metric_base"] == merged["metric_new"])
+    floor_base = merged["value_base"].clip(lower=noise_floor)
+    floor_new = merged["value_new"].clip(lower=noise_floor)
+    conditions = [
+        in_base & ~in_new,
+        ~in_base & in_new,
+        passed_base & ~passed_new,
+        ~passed_base & ~passed_new,
+        ~passed_base & passed_new,
+        comparable & (floor_new > regress_factor * floor_base),
+        comparable & (floor_base > regress_factor * floor_new),
+    ]
+    choices = ["missing", "added", "new failure", "still failing", "fixed", "worsened", "improved"]
+    merged["status"] = np.select(conditions, choices, default="unchanged")
+    merged["ratio"] = merged["value_new"] / merged["value_base"]
+    for column in ("op", "dtype", "metric"):
+        merged[column] = merged[f"{column}_new"].fillna(merged[f"{column}_base"])
+    columns = ["op", "dtype", "metric", "status", "value_base", "value_new", "ratio",
+               "bound_new", "passed_base", "passed_new", "waived_new", "reason_new", "error_new"]
+    return merged[columns].reset_index()
+
+
+def group_deltas(base: "pd.DataFrame", new: "pd.DataFrame") -> "pd.DataFrame":
+    """Per op x target x dtype x metric: cases, median and max of the judged metric in each run,
+    and the change of the median (``new - base``) and of the max (``new / base``)."""
+    def stats(frame: "pd.DataFrame") -> "pd.DataFrame":
+        return frame.groupby(GROUP, dropna=False)["value"].agg(["size", "median", "max"])
+
+    groups = stats(base).join(stats(new), how="outer", suffixes=("_base", "_new"))
+    groups = groups.rename(columns={"size_base": "cases_base", "size_new": "cases_new"})
+    groups["median_delta"] = groups["median_new"] - groups["median_base"]
+    groups["max_ratio"] = groups["max_new"] / groups["max_base"]
+    return groups.reset_index()

@@ -1,0 +1,106 @@
+"""Loading a run's records into the one long DataFrame every report is computed from.
+
+A records file carries its schema version in the parquet schema metadata (key ``mluverify``).
+Older versions are migrated step by step through ``MIGRATIONS``; newer versions (written by a
+later mluverify) and files that are not mluverify records at all are refused, naming the file.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from mluverify.errors import RecordsError
+from mluverify.report.records import COLUMNS, RECORDS_FILE, SCHEMA_VERSION, SHARD_DIR
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+# version v -> function turning a v table into a v + 1 table. Empty while only version 1 exists;
+# a schema change adds its step here, so every older file still loads.
+MIGRATIONS: dict[int, Callable[["pa.Table"], "pa.Table"]] = {}
+
+
+def records_path(run: Path) -> Path:
+    """The records file of ``run``: a run directory or a ``.parquet`` file itself."""
+    run = Path(run)
+    if run.is_dir():
+        path = run / RECORDS_FILE
+        if path.exists():
+            return path
+        if any((run / SHARD_DIR).glob("records-*.jsonl")):
+            raise RecordsError(
+                f"{run} has unmerged shards but no {RECORDS_FILE}; merge them with "
+                f"`mluverify report --merge {run}`"
+            )
+        raise RecordsError(f"{path} does not exist: {run} is not a mluverify run directory")
+    if run.exists():
+        return run
+    raise RecordsError(f"run {run} does not exist (expected a run directory or a {RECORDS_FILE})")
+
+
+def load(run: Path) -> "pd.DataFrame":
+    """Every record of ``run`` (a run directory or a records parquet file), one row per comparison.
+
+    Raises RecordsError naming the file when it is missing, corrupt, not mluverify records, or
+    of a schema version this mluverify can neither read nor migrate. An empty run loads as an
+    empty frame with every column; the gate decides what emptiness means.
+    """
+    path = records_path(run)
+    table = migrate(read_table(path), path)
+    return table.select(list(COLUMNS)).to_pandas()
+
+
+def read_table(path: Path) -> "pa.Table":
+    """The raw arrow table of ``path``; unreadable parquet becomes a RecordsError naming it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise RecordsError(f"{path} is not a readable parquet file: {exc}") from None
+
+
+def schema_version(table: "pa.Table", path: Path) -> int:
+    """The records schema version stored in ``table``'s metadata.
+
+    Files merged without run metadata carry none; they are taken as the current version when
+    they hold every current column, and as foreign otherwise.
+    """
+    raw = (table.schema.metadata or {}).get(b"mluverify")
+    if raw is None:
+        missing = [name for name in COLUMNS if name not in table.column_names]
+        if missing:
+            raise RecordsError(
+                f"{path} is not a mluverify records file: no 'mluverify' schema metadata and "
+                f"missing columns {missing}"
+            )
+        return SCHEMA_VERSION
+    try:
+        return int(json.loads(raw)["schema_version"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RecordsError(f"{path} has corrupt mluverify metadata ({exc!r}): {raw[:200]!r}") from None
+
+
+def migrate(table: "pa.Table", path: Path) -> "pa.Table":
+    """``table`` brought to ``SCHEMA_VERSION`` through ``MIGRATIONS``, or a RecordsError."""
+    version = schema_version(table, path)
+    if version > SCHEMA_VERSION:
+        raise RecordsError(
+            f"{path} holds records schema version {version}, newer than version {SCHEMA_VERSION} "
+            f"that this mluverify reads; upgrade mluverify to read it"
+        )
+    while version < SCHEMA_VERSION:
+        step = MIGRATIONS.get(version)
+        if step is None:
+            raise RecordsError(
+                f"{path} holds records schema version {version}; this mluverify reads version "
+                f"{SCHEMA_VERSION} and has no migration from version {version}"
+            )
+        table, version = step(table), version + 1
+    missing = [name for name in COLUMNS if name not in table.column_names]
+    if missing:
+        raise RecordsError(f"{path} claims records schema version {version} but lacks columns {missing}")
+    return table

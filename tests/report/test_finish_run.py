@@ -1,0 +1,78 @@
+import datetime as dt
+
+from mluverify.report import finish_run
+from mluverify.report.records import ShardWriter
+
+from report_records import make_record, write_run
+
+
+def write_shards(run_dir, rows):
+    writer = ShardWriter(run_dir)
+    for row in rows:
+        writer.write(row)
+    writer.close()
+
+
+def finish(run_dir, pm, **options):
+    lines = []
+    settings = dict(baseline=None, gate=True, regress_factor=1.5, noise_floor=0.0, waivers={})
+    settings.update(options)
+    status = finish_run(run_dir, pm=pm, terminal_write=lines.append, **settings)
+    return status, "\n".join(lines)
+
+
+def test_merges_and_writes_every_report(tmp_path, report_pm):
+    write_shards(tmp_path, [make_record("t[a]", 0.001), make_record("t[b]", 0.002, op="mul")])
+    status, out = finish(tmp_path, report_pm)
+    assert status == 0 and "mluverify gate: passed" in out
+    for name in ("records.parquet", "summary.csv", "summary.md", "report.html", "gate.md"):
+        assert (tmp_path / name).exists(), name
+    assert (tmp_path / "summary.csv").read_text().splitlines()[1].startswith("add,mlu:cnnl,float32,rel_mse,1,0,1.0,")
+    page = (tmp_path / "report.html").read_text()
+    # self-contained: plots inline, nothing fetched, nothing run
+    assert page.count('src="data:image/png;base64,') == 2
+    assert "<script" not in page and "http://" not in page and "https://" not in page
+
+
+def test_gate_failure_prints_why_and_returns_1(tmp_path, report_pm):
+    baseline = write_run(tmp_path / "baseline", [make_record("t[a]", 0.001), make_record("t[b]", 0.001)])
+    write_shards(tmp_path / "run", [make_record("t[a]", 0.004)])
+    status, out = finish(tmp_path / "run", report_pm, baseline=baseline)
+    assert status == 1
+    assert "FAILED (2 blocking findings)" in out
+    assert "| new failure | t[a] |" in out and "| missing | t[b] |" in out
+    assert (tmp_path / "run" / "diff.md").exists()
+
+
+def test_without_gate_failures_do_not_force_a_status(tmp_path, report_pm):
+    write_shards(tmp_path, [make_record("t[a]", 0.004)])
+    assert finish(tmp_path, report_pm, gate=False)[0] == 0
+
+
+def test_configured_waivers_apply(tmp_path, report_pm):
+    write_shards(tmp_path, [make_record("t[a]", 0.004)])
+    until = (dt.date.today() + dt.timedelta(days=30)).isoformat()
+    status, out = finish(tmp_path, report_pm, waivers={"t*": {"reason": "tracked", "until": until}})
+    assert status == 0 and "tracked" in out
+
+
+def test_empty_session_fails_the_gate_explicitly(tmp_path, report_pm):
+    status, out = finish(tmp_path / "never-written", report_pm)
+    assert status == 1 and "nothing was verified" in out
+    assert "holds no records" in (tmp_path / "never-written" / "summary.md").read_text()
+
+
+def test_corrupt_baseline_is_a_named_failure(tmp_path, report_pm):
+    (tmp_path / "baseline").mkdir()
+    (tmp_path / "baseline" / "records.parquet").write_bytes(b"garbage")
+    write_shards(tmp_path / "run", [make_record("t[a]", 0.001)])
+    status, out = finish(tmp_path / "run", report_pm, baseline=tmp_path / "baseline")
+    assert status == 1 and "baseline/records.parquet is not a readable parquet file" in out
+
+
+def test_terminal_shows_the_first_findings_and_gate_md_all(tmp_path, report_pm):
+    write_shards(tmp_path, [make_record(f"t[{i}]", 0.004) for i in range(60)])
+    status, out = finish(tmp_path, report_pm)
+    assert status == 1 and "FAILED (60 blocking findings)" in out
+    assert out.count("| fails tolerance |") == 50 and "... and 10 more findings" in out
+    assert (tmp_path / "gate.md").read_text().count("| fails tolerance |") == 60
