@@ -1,0 +1,115 @@
+"""Capture a model as one functional ATen graph (``torch.export``), parameters as ``get_attr``.
+
+``torch.jit`` modules (the seeds' ``torch.jit.trace`` flow) are converted with
+``torch._export.converter.TS2EPConverter``; other modules are exported non-strictly. Device
+parameters are captured through CPU views of their buffers, so capture never runs device
+kernels and never copies weights.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import logging
+import warnings
+from typing import Callable, Iterator
+
+import torch
+from torch import fx, nn
+
+from mluverify.device.fusion.errors import CaptureError
+
+TensorMap = Callable[[torch.Tensor], torch.Tensor]
+
+
+def capture(model: nn.Module, example_inputs: tuple, as_cpu: TensorMap) -> fx.GraphModule:
+    """The functional ATen graph of ``model`` for CPU ``example_inputs``.
+
+    :param as_cpu: maps a (device) tensor to a CPU tensor aliasing its data.
+    :raises CaptureError: when the model cannot be captured as one graph, with the reason.
+    """
+    try:
+        with warnings.catch_warnings(), _quiet_export_log(), torch.no_grad():
+            # The converter and export warn about their own deprecations and specializations,
+            # which say nothing to the user of a fused model.
+            warnings.simplefilter("ignore")
+            program = _export(model, example_inputs, as_cpu).run_decompositions({})
+    except Exception as exc:  # any failure of capture means "run layer by layer"
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise CaptureError(f"cannot capture {type(model).__name__}: {type(exc).__name__}: {first_line}") from exc
+    graph_module = program.module()
+    _drop_guards(graph_module)
+    return graph_module
+
+
+@contextlib.contextmanager
+def _quiet_export_log() -> Iterator[None]:
+    logger = logging.getLogger("torch._export.non_strict_utils")
+    previous = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(previous)
+
+
+def _export(model: nn.Module, example_inputs: tuple, as_cpu: TensorMap) -> torch.export.ExportedProgram:
+    if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        return _convert_script(model, example_inputs, as_cpu)
+    return torch.export.export(_cpu_shadow(model, as_cpu), example_inputs, strict=False)
+
+
+def _convert_script(model: torch.jit.ScriptModule, example_inputs: tuple, as_cpu: TensorMap) -> torch.export.ExportedProgram:
+    from torch._export import converter
+
+    class CpuStateConverter(converter.TS2EPConverter):
+        """``TS2EPConverter`` reading CPU views of the module's state.
+
+        Its own ``__init__`` tells parameters from buffers by comparing every state tensor
+        with every parameter, which would run device kernels on a module living on the device;
+        this one tells them apart by name and changes nothing else.
+        """
+
+        def __init__(self) -> None:
+            self.ts_model = model
+            self.ts_graph, self.params, _, _ = converter._create_jit_graph(model, example_inputs)
+            self.sample_args, self.sample_kwargs = example_inputs, None
+            parameter_names = {name for name, _ in model.named_parameters()}
+            state = model.state_dict()
+            self.name_to_param = {k: v for k, v in state.items() if k in parameter_names}
+            self.name_to_buffer = {k: v for k, v in state.items() if k not in parameter_names}
+            self.name_to_non_tensor_attributes, self.name_to_constant = {}, {}
+            self.lift_get_attr()  # adds the tensors the graph reads by attribute to the buffers
+            for table in (self.name_to_param, self.name_to_buffer, self.name_to_constant):
+                table.update({k: as_cpu(v) for k, v in table.items() if isinstance(v, torch.Tensor)})
+
+    return CpuStateConverter().convert()
+
+
+def _cpu_shadow(module: nn.Module, as_cpu: TensorMap) -> nn.Module:
+    """A shallow copy of ``module`` whose parameters and buffers are CPU views; the original stays."""
+    if all(t.device.type == "cpu" for t in _tensors(module)):
+        return module
+    shadow = copy.copy(module)
+    shadow._parameters = {
+        k: None if p is None else nn.Parameter(as_cpu(p.detach()), requires_grad=False)
+        for k, p in module._parameters.items()
+    }
+    shadow._buffers = {k: None if b is None else as_cpu(b) for k, b in module._buffers.items()}
+    shadow._modules = {k: None if m is None else _cpu_shadow(m, as_cpu) for k, m in module._modules.items()}
+    return shadow
+
+
+def _tensors(module: nn.Module):
+    yield from module.parameters()
+    yield from module.buffers()
+
+
+def _drop_guards(graph_module: fx.GraphModule) -> None:
+    """Remove the ``_guards_fn`` input checks of ``ep.module()``: the fused module's compile
+    cache is keyed by input shapes and dtypes, which is what those guards check."""
+    for node in list(graph_module.graph.nodes):
+        if node.op == "call_module" and node.target == "_guards_fn":
+            graph_module.graph.erase_node(node)
+    if hasattr(graph_module, "_guards_fn"):
+        graph_module.delete_submodule("_guards_fn")
+    graph_module.recompile()

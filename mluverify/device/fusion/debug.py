@@ -1,0 +1,74 @@
+"""``FUSED_KERNEL_DEBUG``: save each group's fused outputs beside a reference run of the group.
+
+For group ``MLUFusionGroup{i}`` and output ``j`` the directory gets ``mmouttensor_<group>_<j>``
+(the fused result) and ``cpu_jitouttensor_<group>_<j>`` (the group's unfused graph on the CPU in
+float32) or ``catch_cnnl_jitouttensor_<group>_<j>`` (the unfused graph op by op on the device),
+each loadable with ``torch.load``, plus ``fused_kernel_debug_index.csv`` with one row per output
+and its rel_mse against the reference.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+
+from mluverify.device.fusion.errors import DebugDirError
+
+INDEX_NAME = "fused_kernel_debug_index.csv"
+REFERENCE_PREFIX = {"cpu": "cpu_jitouttensor", "cnnl": "catch_cnnl_jitouttensor"}
+
+
+def check_writable(directory: Path) -> Path:
+    """Create ``directory`` if needed and prove a file can be written there."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as exc:
+        raise DebugDirError(
+            f"FUSED_KERNEL_DEBUG is set but its directory {str(directory)!r} is not writable "
+            f"({exc.strerror or exc}); set FUSED_KERNEL_DEBUG_DIR to a writable directory"
+        ) from None
+    return directory
+
+
+class DebugWriter:
+    """Writes one directory's debug tensors and keeps its index current."""
+
+    def __init__(self, directory: Path, reference: str) -> None:
+        self.directory = check_writable(directory)
+        self.reference = reference
+        self._rows: dict[tuple[str, int], dict] = {}
+
+    def save(self, group: str, fused: list[torch.Tensor], expected: list[torch.Tensor]) -> None:
+        """Save a group's fused outputs and their references; rewrite the index."""
+        from mluverify.compare import metrics
+
+        for j, (actual, reference) in enumerate(zip(fused, expected)):
+            fused_file = f"mmouttensor_{group}_{j}"
+            reference_file = f"{REFERENCE_PREFIX[self.reference]}_{group}_{j}"
+            self._write(fused_file, actual)
+            self._write(reference_file, reference)
+            self._rows[group, j] = {
+                "group": group, "output": j, "shape": "x".join(map(str, actual.shape)),
+                "dtype": str(actual.dtype).removeprefix("torch."), "fused_file": fused_file,
+                "reference_file": reference_file, "reference": self.reference,
+                "rel_mse": metrics(actual, reference)["rel_mse"],
+            }
+        self._write_index()
+
+    def _write(self, name: str, tensor: torch.Tensor) -> None:
+        try:
+            torch.save(tensor.detach().clone(), self.directory / name)
+        except OSError as exc:
+            raise DebugDirError(f"cannot write {str(self.directory / name)!r}: {exc}") from None
+
+    def _write_index(self) -> None:
+        import pandas as pd
+
+        path = self.directory / INDEX_NAME
+        partial = path.with_suffix(".csv.partial")
+        pd.DataFrame(list(self._rows.values())).to_csv(partial, index=False)
+        os.replace(partial, path)

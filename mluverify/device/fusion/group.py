@@ -1,0 +1,125 @@
+"""One fusion group, built into a fused engine: ``MLUFusionGroup{i}`` of a partitioned graph."""
+from __future__ import annotations
+
+import torch
+import torch.utils._pytree as pytree
+from torch import fx, nn
+
+from mluverify.device.fusion import _device, numerics
+from mluverify.device.fusion.debug import DebugWriter
+from mluverify.device.fusion.partition import group_ops
+
+
+class FusedGroup(nn.Module):
+    """A fusion group run as one unit: device inputs viewed as CPU once, the fused engine run,
+    outputs adopted by the device once.
+
+    ``engine`` is the group's graph after the fused-numerics passes; ``reference`` is the
+    group's graph as captured, kept for ``FUSED_KERNEL_DEBUG``.
+    """
+
+    def __init__(self, name: str, engine: fx.GraphModule, reference: fx.GraphModule,
+                 constants: dict[int, torch.Tensor], storage: torch.dtype) -> None:
+        super().__init__()
+        self.name = name
+        self.engine = engine
+        self.ops = group_ops(reference)
+        self.storage = storage
+        # Plain attributes, not submodules or buffers: moving the parent program to the device
+        # must not move the reference graph's constants.
+        self.__dict__["_reference"] = reference
+        self.__dict__["_reference_constants"] = constants
+        self.__dict__["_engine_constants"] = [
+            getattr(engine, n.target) for n in engine.graph.nodes if n.op == "get_attr"
+        ]
+        self.debug: DebugWriter | None = None
+
+    def forward(self, *inputs: object) -> object:
+        cpu_inputs = [_device.as_cpu(x) if _device.on_device(x) else x for x in inputs]
+        outputs = self.engine(*cpu_inputs)
+        if self.debug is not None:
+            self._save_debug(inputs, outputs)
+        if not any(_device.on_device(x) for x in inputs):
+            return outputs
+        # An output must not take over the memory of an input or a constant.
+        borrowed = {t.untyped_storage().data_ptr() for t in cpu_inputs + self._engine_constants
+                    if isinstance(t, torch.Tensor)}
+        return pytree.tree_map_only(torch.Tensor, lambda t: _adopt(t, borrowed), outputs)
+
+    def reference_outputs(self, inputs: tuple, mode: str) -> object:
+        """The group's unfused graph on the same inputs: ``cpu`` in float32, or ``cnnl``
+        op by op on the device."""
+        convert = _to_float32 if mode == "cpu" else _device.to_device
+        args = [convert(_device.as_cpu(x) if mode == "cpu" else x) for x in inputs]
+        for index in sorted(self._reference_constants):
+            args.insert(index, convert(self._reference_constants[index]))
+        return self._reference(*args)
+
+    def _save_debug(self, inputs: tuple, outputs: object) -> None:
+        expected = self.reference_outputs(inputs, self.debug.reference)
+        self.debug.save(self.name, _cpu_leaves(outputs), _cpu_leaves(expected))
+
+
+def _adopt(output: torch.Tensor, borrowed: set[int]) -> torch.Tensor:
+    """The device tensor for a group output: its memory adopted, or a copy when the output
+    is (a view of) an input or a constant, as a fused kernel writes its outputs anew."""
+    if output.untyped_storage().data_ptr() in borrowed:
+        output = output.clone()
+    return _device.as_device(output)
+
+
+def _to_float32(value: object) -> object:
+    return numerics.cast_floating(value, torch.float32)
+
+
+def _cpu_leaves(value: object) -> list[torch.Tensor]:
+    return [t.cpu() for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
+def build_group(parent: fx.GraphModule, node: fx.Node) -> FusedGroup:
+    """Replace the group called by ``node`` with its fused engine; weights it reads become
+    constants of the engine and leave the call's arguments."""
+    captured: fx.GraphModule = parent.get_submodule(node.target)
+    constants = {
+        i: _attribute(parent, arg.target) for i, arg in enumerate(node.args)
+        if isinstance(arg, fx.Node) and arg.op == "get_attr"
+    }
+    storage = _storage_dtype(node, constants)
+    engine = _fused_engine(captured, constants, storage)
+    node.args = tuple(arg for i, arg in enumerate(node.args) if i not in constants)
+    group = FusedGroup(str(node.target), engine, captured, constants, storage)
+    parent.delete_submodule(node.target)
+    parent.add_submodule(node.target, group)
+    return group
+
+
+def _fused_engine(captured: fx.GraphModule, constants: dict[int, torch.Tensor], storage: torch.dtype) -> fx.GraphModule:
+    graph = fx.Graph()
+    graph.output(graph.graph_copy(captured.graph, {}))
+    engine = fx.GraphModule(nn.Module(), graph, class_name=type(captured).__name__)
+    numerics.bind_constants(engine, constants)
+    numerics.use_device_kernels(engine, _device.fused_kernel)
+    numerics.fold_conv_bn(engine)
+    numerics.compute_in_place(engine)
+    bits = _device.matmul_mantissa_bits()
+    if storage == torch.float32 and bits is not None:
+        numerics.reduce_matmul_precision(engine, bits)
+    if torch.finfo(storage).bits < 32:
+        numerics.round_constants(engine, storage)
+        numerics.keep_storage_precision(engine, storage)
+    return engine
+
+
+def _attribute(module: nn.Module, dotted: str) -> torch.Tensor:
+    for part in dotted.split("."):
+        module = getattr(module, part)
+    return module
+
+
+def _storage_dtype(node: fx.Node, constants: dict[int, torch.Tensor]) -> torch.dtype:
+    """The narrowest floating dtype among the group's inputs and weights (float32 if none)."""
+    values = list(constants.values()) + [
+        arg.meta.get("val") for arg in node.args if isinstance(arg, fx.Node)
+    ]
+    floating = {v.dtype for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()}
+    return min(floating, key=lambda d: torch.finfo(d).bits, default=torch.float32)

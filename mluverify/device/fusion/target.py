@@ -1,0 +1,52 @@
+"""The ``mlu:cnml`` target: a case's callable fused on the device, quantized when the case asks."""
+from __future__ import annotations
+
+import copy
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from mluverify.backends import map_tensors
+from mluverify.case import Case
+from mluverify.device.fusion.runtime import fuse
+
+QUANT_DTYPES = ("int8", "int16")
+
+
+class BoundCall(nn.Module):
+    """A callable (module, function or op) with its keyword arguments bound, as a module."""
+
+    def __init__(self, fn: Callable, kwargs: dict) -> None:
+        super().__init__()
+        self.fn = fn
+        self.kwargs = kwargs
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(*args, **self.kwargs)
+
+
+def _float32(t: torch.Tensor) -> torch.Tensor:
+    return t.float() if t.is_floating_point() else t
+
+
+def prepared(fn: Callable, args: tuple, kwargs: dict, case: Case) -> nn.Module:
+    """A CPU module computing ``fn(*args, **kwargs)``: quantized (calibrated on ``args`` in
+    float32) when ``case.quant`` is int8 / int16, floating weights in ``case.dtype``."""
+    module = BoundCall(copy.deepcopy(fn) if isinstance(fn, nn.Module) else fn, kwargs)
+    if case.quant in QUANT_DTYPES:
+        from mluverify.device.quantization import quantize_for_target
+
+        module = quantize_for_target(module, [map_tensors(_float32, args)], dtype=case.quant)
+    dtype = getattr(torch, case.dtype, None)
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+        module = module.to(dtype)
+    return module.eval()
+
+
+def run_fused(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Any:
+    """Run ``fn`` on ``mlu`` fused (``fuse``), as the ``cnml`` mode of the ``mlu`` back end."""
+    inputs = map_tensors(lambda t: t.to("mlu"), args)
+    with torch.no_grad():
+        fused = fuse(prepared(fn, args, kwargs, case).to("mlu"), inputs)
+        return fused(*inputs)

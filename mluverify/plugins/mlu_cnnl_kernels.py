@@ -1,0 +1,115 @@
+"""Built-in plugin: the emulated MLU's CNNL (layer-by-layer) kernels.
+
+Registered through ``mluverify_device_kernels`` exactly as a third-party override would be
+(``tryfirst``, so an ordinary third-party impl registers later and wins). The op classes and
+what each does to precision are in ``mluverify.device.cnnl_ops`` and ``docs/device.md``.
+Views, reshapes, ``contiguous``, ``expand``, ``flatten``, ``chunk``/``split`` and dropout in
+eval mode need no kernel: torch's generic implementations run them on the device's memory
+plumbing. ``linear``/``matmul`` reach ``addmm``/``mm``/``bmm``; ``lstm``/``gru`` decompose
+into those and the fused cells below (inference only: torch has no CPU kernel for the cells'
+backward); ``embedding`` into ``index_select``.
+"""
+from __future__ import annotations
+
+from mluverify.hookspecs import hookimpl
+
+ELEMENTWISE = (
+    "add.Tensor", "add_.Tensor", "add.Scalar", "add_.Scalar", "add.out",
+    "sub.Tensor", "sub_.Tensor", "sub.Scalar", "sub_.Scalar", "rsub.Scalar", "rsub.Tensor",
+    "mul.Tensor", "mul_.Tensor", "mul.Scalar", "mul_.Scalar",
+    "div.Tensor", "div_.Tensor", "div.Scalar", "div_.Scalar", "div.Tensor_mode",
+    "relu", "relu_", "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_",
+    "sigmoid", "sigmoid_", "tanh", "tanh_", "gelu", "silu", "silu_", "elu", "elu_",
+    "pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar", "exp", "exp_", "log", "sqrt", "rsqrt",
+    "abs", "neg", "clamp", "clamp_", "clamp_min", "clamp_max",
+    "fill_.Scalar", "fill_.Tensor", "zero_",
+    "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_max_pool2d",
+    "max", "max.dim", "min", "min.dim", "argmax", "argmin",
+    "cat", "stack", "index_select", "gather", "where.self",
+    "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d",
+    "eq.Tensor", "eq.Scalar", "ne.Tensor", "ne.Scalar", "gt.Tensor", "gt.Scalar", "lt.Tensor", "lt.Scalar",
+    "ge.Tensor", "ge.Scalar", "le.Tensor", "le.Scalar",
+    "bitwise_and.Tensor", "logical_not", "ceil", "floor", "round", "masked_select", "isnan", "sign",
+)
+
+ACCUMULATING = (
+    "sum", "sum.dim_IntList", "mean", "mean.dim", "var.correction", "std.correction",
+    "_softmax", "_log_softmax",
+    "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit.no_stats",
+    "_native_batch_norm_legit_no_training", "native_layer_norm", "native_group_norm",
+    "avg_pool1d", "avg_pool2d", "avg_pool3d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d",
+    "upsample_bilinear2d", "upsample_linear1d", "upsample_trilinear3d",
+)
+
+
+def _convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    import torch
+
+    return torch.ops.aten.convolution.default(
+        input, weight, bias, stride, padding, dilation, transposed, output_padding, groups
+    )
+
+
+def _convolution_backward(grad_output, input, weight, stride, padding, dilation, transposed,
+                          output_padding, groups, output_mask):
+    import torch
+
+    bias_size = weight.size(1) * groups if transposed else weight.size(0)
+    return torch.ops.aten.convolution_backward.default(
+        grad_output, input, weight, [bias_size], stride, padding, dilation, transposed,
+        output_padding, groups, output_mask,
+    )
+
+
+def _fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    """The cell torch's LSTM uses on accelerators; workspace = activated gates [i, f, g, o]."""
+    import torch
+
+    gates = _biased(input_gates, input_bias) + _biased(hidden_gates, hidden_bias)
+    i, f, g, o = gates.chunk(4, 1)
+    i, f, g, o = torch.sigmoid(i), torch.sigmoid(f), torch.tanh(g), torch.sigmoid(o)
+    cy = f * cx + i * g
+    return o * torch.tanh(cy), cy, torch.cat([i, f, g, o], 1)
+
+
+def _fused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    """The cell torch's GRU uses on accelerators; workspace = [r, z, input n, hidden n, hx]."""
+    import torch
+
+    ir, iz, i_n = _biased(input_gates, input_bias).chunk(3, 1)
+    hr, hz, h_n = _biased(hidden_gates, hidden_bias).chunk(3, 1)
+    r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
+    n = torch.tanh(i_n + r * h_n)
+    return n + z * (hx - n), torch.cat([r, z, i_n, h_n, hx], 1)
+
+
+def _biased(gates, bias):
+    return gates if bias is None else gates + bias
+
+
+def _overload(name: str):
+    from mluverify.device.kernels import resolve_overload
+
+    return resolve_overload(f"aten::{name}")
+
+
+@hookimpl(tryfirst=True)
+def mluverify_device_kernels(registry) -> None:
+    import torch
+
+    from mluverify.device import cnnl_ops
+
+    for name in ELEMENTWISE:
+        registry.register(f"aten::{name}", cnnl_ops.elementwise(_overload(name)))
+    for name in ACCUMULATING:
+        registry.register(f"aten::{name}", cnnl_ops.accumulating(_overload(name)))
+    aten = torch.ops.aten
+    registry.register(
+        "aten::convolution_overrideable", cnnl_ops.matmul(_convolution, operands=(0, 1), weight=1, bias=2)
+    )
+    registry.register("aten::convolution_backward_overrideable", _convolution_backward)
+    registry.register("aten::_thnn_fused_lstm_cell", _fused_lstm_cell)
+    registry.register("aten::_thnn_fused_gru_cell", _fused_gru_cell)
+    registry.register("aten::mm", cnnl_ops.matmul(aten.mm.default, operands=(0, 1), weight=1, bias=None))
+    registry.register("aten::bmm", cnnl_ops.matmul(aten.bmm.default, operands=(0, 1), weight=None, bias=None))
+    registry.register("aten::addmm", cnnl_ops.matmul(aten.addmm.default, operands=(1, 2), weight=2, bias=0))

@@ -1,0 +1,103 @@
+"""CPU fallbacks: counted per op, in order, logged per TORCH_MIN_CNLOG_LEVEL, and never silent."""
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import mluverify.device as md
+from mluverify.device import _log
+
+
+def test_ops_without_kernel_run_on_cpu_counted_in_order():
+    x = torch.arange(6.0).reshape(2, 3).to("mlu")
+    with md.track_fallbacks() as outer:
+        torch.cumsum(x, 1)
+        with md.track_fallbacks() as inner:
+            torch.flip(x, [0])
+            torch.flip(x, [1])
+        y = torch.cumsum(x, 0)
+    assert outer.ops == ("aten::cumsum.out", "aten::flip")
+    assert outer.counts == {"aten::cumsum.out": 2, "aten::flip": 2} and outer.total == 4
+    assert inner.ops == ("aten::flip",) and inner.total == 2
+    assert torch.equal(y.cpu(), torch.cumsum(torch.arange(6.0).reshape(2, 3), 0))
+
+
+def test_ops_with_kernels_are_not_fallbacks():
+    x = torch.randn(4, 4).to("mlu")
+    with md.track_fallbacks() as fb:
+        torch.relu(x @ x + 1).sum()
+        x.t().contiguous().view(-1)
+    assert fb.ops == ()
+
+
+def test_complex_inputs_fall_back_to_cpu_and_are_recorded():
+    z = torch.tensor([1 + 2j, 3 - 1j])
+    with md.track_fallbacks() as fb:
+        got = (z.to("mlu") + z.to("mlu")).cpu()
+    assert torch.equal(got, z + z)
+    assert fb.counts["aten::add.Tensor"] == 1
+
+
+def test_first_fallback_of_an_op_warns_then_debug(caplog):
+    x = torch.randn(5).to("mlu")
+    caplog.set_level(logging.DEBUG, logger="mluverify.device")
+    torch.special.erfcx(x)  # an op no other test uses, so this is its first fallback
+    torch.special.erfcx(x)
+    records = [r for r in caplog.records if "erfcx" in r.getMessage()]
+    assert [r.levelno for r in records] == [logging.WARNING, logging.DEBUG]
+    assert "runs on the CPU" in records[0].getMessage()
+
+
+@pytest.mark.parametrize("text, level", [("-1", logging.DEBUG), ("0", logging.INFO), ("1", logging.WARNING),
+                                         ("2", logging.ERROR), ("3", logging.CRITICAL), (None, logging.WARNING)])
+def test_log_level_from_torch_min_cnlog_level(text, level):
+    assert _log.parse_level(text) == level
+
+
+@pytest.mark.parametrize("text", ["4", "WARNING", "-2"])
+def test_invalid_log_level_lists_valid_values(text):
+    with pytest.raises(ValueError, match=r"TORCH_MIN_CNLOG_LEVEL.*-1 \(DEBUG\).*3 \(CRITICAL\)"):
+        _log.parse_level(text)
+
+
+def test_env_var_silences_fallback_warnings_in_a_fresh_process():
+    script = (
+        "import logging, torch, mluverify.device;"
+        "logging.basicConfig(level=logging.DEBUG);"
+        "torch.flip(torch.ones(2).to('mlu'), [0]);"
+        "print('level', logging.getLogger('mluverify.device').level)"
+    )
+    quiet = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           env={**_env(), "TORCH_MIN_CNLOG_LEVEL": "2"}, timeout=120)
+    loud = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={**_env(), "TORCH_MIN_CNLOG_LEVEL": "1"}, timeout=120)
+    assert quiet.returncode == loud.returncode == 0, quiet.stderr + loud.stderr
+    assert "aten::flip runs on the CPU" not in quiet.stderr and "level 40" in quiet.stdout
+    assert "aten::flip runs on the CPU" in loud.stderr
+
+
+def _env():
+    import os
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_MIN_CNLOG_LEVEL"}
+    return {**env, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+
+def test_invalid_env_log_level_fails_the_import_clearly():
+    done = subprocess.run([sys.executable, "-c", "import mluverify.device"], capture_output=True, text=True,
+                          env={**_env(), "TORCH_MIN_CNLOG_LEVEL": "verbose"}, timeout=120)
+    assert done.returncode != 0
+    assert "ValueError: TORCH_MIN_CNLOG_LEVEL='verbose' is not a valid log level; valid: -1 (DEBUG)" in done.stderr
+
+
+def test_fallbacks_of_backward_ops_on_autograd_threads_are_tracked():
+    x = torch.randn(5).to("mlu").requires_grad_()
+    with md.track_fallbacks() as fb:
+        torch.relu(x).sum().backward()
+    assert "aten::threshold_backward.grad_input" in fb.ops
+    assert torch.equal(x.grad.cpu(), (x.detach().cpu() > 0).float())
