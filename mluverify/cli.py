@@ -18,6 +18,8 @@ COMMANDS: tuple[str, ...] = (
     "mluverify.commands.diff",
     "mluverify.commands.audit",
     "mluverify.commands.baseline",
+    "mluverify.commands.dump_diff",
+    "mluverify.commands.exec",
 )
 
 

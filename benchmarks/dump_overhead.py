@@ -1,0 +1,203 @@
+"""Cost of dumping a ResNet50 forward, each variant side by side with the undumped forward.
+
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/dump_overhead.py [--device cpu|mlu]
+[--repeat 3] [--threads N] [--dir DIR]``. Each variant is timed as the whole
+``with Dumper(...)`` block (the dump is complete, index written, when the clock stops) and
+divided by the median undumped forward measured between the same runs: wall-clock time,
+and this process's CPU time (steadier on a shared machine). Not a timed test: it prints.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from mluverify.dump import Dumper
+from mluverify.dump import _summary, _writer
+from mluverify.dump._format import format_numbers
+
+VARIANTS = (
+    ("index, level 0", dict(level=0, layout="index")),
+    ("index, level 1", dict(level=1, layout="index")),
+    ("cambricon, level 0", dict(level=0)),
+    ("cambricon, level 1", dict(level=1)),
+    ("cambricon, level 2", dict(level=2)),
+    ("index, level 1, use_cpu", dict(level=1, layout="index", use_cpu=True)),
+)
+
+
+def resnet50(device: str) -> tuple[torch.nn.Module, torch.Tensor]:
+    import torchvision
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet50(weights=None).eval().to(device)
+    return model, torch.randn(1, 3, 224, 224).to(device)
+
+
+def pick_device(requested: str | None) -> str:
+    if requested == "cpu":
+        return "cpu"
+    try:
+        import mluverify.device  # noqa: F401  (registers "mlu")
+        return "mlu"
+    except Exception as exc:  # any failure to set up the device: measure on the CPU
+        if requested == "mlu":
+            raise
+        print(f"mlu unavailable ({exc}); measuring on the CPU")
+        return "cpu"
+
+
+def timed(fn) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) of ``fn()``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def median_pair(pairs: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+
+
+class FileClock:
+    """Time and bytes spent creating directories and files (formatting text included)."""
+
+    METHODS = ("mkdir", "write_text", "link")
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(self.METHODS, 0.0)
+        self.text_bytes = 0
+        self._originals = {name: getattr(_writer.DumpWriter, name) for name in self.METHODS}
+
+    def __enter__(self) -> "FileClock":
+        for name, original in self._originals.items():
+            setattr(_writer.DumpWriter, name, self._timed(name, original))
+        return self
+
+    def _timed(self, name, original):
+        clock = self
+
+        def method(writer, *args):
+            before, start = writer.bytes_written, time.perf_counter()
+            original(writer, *args)
+            clock.seconds[name] += time.perf_counter() - start
+            if name == "write_text":
+                clock.text_bytes += writer.bytes_written - before
+
+        return method
+
+    def __exit__(self, *exc) -> None:
+        for name, original in self._originals.items():
+            setattr(_writer.DumpWriter, name, original)
+
+
+def formatter_rates(values: int = 1 << 20) -> str:
+    """Text rate of the dump's formatter beside the fastest str method of the shared notes
+    (``('%g\\n' * n) % tuple(a.tolist())``), on the same random float32 values, same run."""
+    import numpy as np
+
+    array = np.random.default_rng(0).standard_normal(values).astype(np.float32)
+    start = time.perf_counter()
+    text = ("%g\n" * values) % tuple(array.tolist())
+    notes_rate = len(text) / (time.perf_counter() - start) / 1e6
+    start = time.perf_counter()
+    size = sum(len(chunk) for chunk in format_numbers(array))
+    ours_rate = size / (time.perf_counter() - start) / 1e6
+    assert size == len(text)  # same text, so the same digits
+    return (f"text formatter on {values} float32 values: notes' str method {notes_rate:.0f} MB/s, "
+            f"mluverify (bytes) {ours_rate:.0f} MB/s")
+
+
+def file_create_seconds(directory: Path, count: int = 400) -> float:
+    """Seconds to create one small file (and a directory every fourth) on this disk now."""
+    target = directory / "create-probe"
+    start = time.perf_counter()
+    for index in range(count):
+        if index % 4 == 0:
+            (target / str(index)).mkdir(parents=True)
+        (target / str(index - index % 4) / f"f{index}").write_bytes(b"x")
+    seconds = (time.perf_counter() - start) / count
+    shutil.rmtree(target)
+    return seconds
+
+
+def entries(path: Path) -> int:
+    return sum(len(dirs) + len(files) for _, dirs, files in os.walk(path))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=["cpu", "mlu"], default=None)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    parser.add_argument("--dir", default=None, help="where dumps go (default: a temp dir)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = pick_device(args.device)
+    model, x = resnet50(device)
+    root = Path(args.dir or tempfile.mkdtemp(prefix="dump-overhead-"))
+    root.mkdir(parents=True, exist_ok=True)
+    with torch.no_grad():
+        forward = lambda: model(x)  # noqa: E731
+        forward()  # warm-up
+        plain = [timed(forward) for _ in range(args.repeat)]
+        print(f"ResNet50 on {device}, torch threads {torch.get_num_threads()}, dumps in {root}, "
+              f"load average {os.getloadavg()[0]:.1f}")
+        wall, cpu = median_pair(plain)
+        print(f"undumped forward: {wall * 1e3:.0f} ms wall, {cpu * 1e3:.0f} ms CPU "
+              f"(median of {len(plain)})")
+        print(f"{'variant':26} {'wall ms':>8} {'x fwd':>6} {'CPU ms':>8} {'x fwd':>6} "
+              f"{'1st x':>6}  notes  (1st x: CPU ratio of the first block, statistics cache cold)")
+        for label, options in VARIANTS:
+            runs, notes = [], ""
+            _cold_cache()
+            for repeat in range(args.repeat):
+                plain.append(timed(forward))
+                path = root / f"{label.replace(', ', '-').replace(' ', '')}-{repeat}"
+                with FileClock() as files:
+                    runs.append(timed(lambda: _dump(forward, path, options)))
+                if repeat == args.repeat - 1:
+                    overhead = runs[-1][0] - median_pair(plain)[0]
+                    notes = _notes(path, files, overhead)
+                shutil.rmtree(path)
+            base_wall, base_cpu = median_pair(plain)
+            block_wall, block_cpu = median_pair(runs)
+            print(f"{label:26} {block_wall * 1e3:8.0f} {block_wall / base_wall:6.2f} "
+                  f"{block_cpu * 1e3:8.0f} {block_cpu / base_cpu:6.2f} "
+                  f"{runs[0][1] / base_cpu:6.2f}  {notes}")
+    print(f"creating a file or directory here costs {file_create_seconds(root) * 1e3:.2f} ms "
+          f"(probe, now)")
+    print(formatter_rates())
+
+
+def _dump(forward, path: Path, options: dict) -> None:
+    with Dumper(path, **options):
+        forward()
+
+
+def _cold_cache() -> None:
+    """Forget statistics kept across dumps, so each variant's first block starts cold."""
+    _summary.SHARED_CACHE.__init__()
+
+
+def _notes(path: Path, files: FileClock, overhead: float) -> str:
+    """Where the last run's overhead went: files (level 0/1: almost all creation) and text."""
+    if not files.seconds["mkdir"]:
+        return ""
+    in_files = sum(files.seconds.values())
+    note = (f"{entries(path)} files+dirs: {in_files * 1e3:.0f} of {overhead * 1e3:.0f} ms "
+            f"overhead in mkdir/open/write")
+    if files.text_bytes > 1e6:
+        note += (f"; text {files.text_bytes / 1e6:.0f} MB at "
+                 f"{files.text_bytes / 1e6 / files.seconds['write_text']:.0f} MB/s")
+    return note
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,383 @@
+"""``Dumper``: every op run inside the block, dumped in Cambricon's layout and indexed.
+
+Two modes cooperate: a ``TorchFunctionMode`` (outside) sees torch-level calls (``conv2d``)
+and makes them the parents of the aten ops that a ``TorchDispatchMode`` (inside) sees and
+dumps. Dispatch modes work for tensors of any device, so the Dumper does too.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+from mluverify.dump._cpu import ReferenceChain, error_metrics, error_rel_mse, rerun_on_cpu
+from mluverify.dump._format import (
+    Node, NumbersNode, OptionalNode, OtherNode, ScalarNode, SequenceNode, render,
+)
+from mluverify.dump._index import IndexJournal, write_meta
+from mluverify.dump._layout import (
+    OpInfo, OpTree, bind_arguments, call_name, create_dump_dir, op_info, resolve_dump_dir,
+)
+from mluverify.dump._summary import (
+    HEAD, SHARED_CACHE, SummaryCache, TensorSummary, summarize, type_name,
+)
+from mluverify.dump._writer import DumpWriter
+from mluverify.errors import InvalidArgument, valid_choice
+
+LAYOUTS = ("cambricon", "index")
+
+
+@dataclass(frozen=True)
+class DumpSettings:
+    """How a Dumper dumps (the arguments of ``Dumper``, validated)."""
+
+    dump_dir: str = "./dump"
+    enable: bool = True
+    use_cpu: bool = False
+    level: int = 0
+    layout: str = "cambricon"
+    max_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.level not in (0, 1, 2):
+            raise valid_choice("dump level", self.level, ["0", "1", "2"])
+        if self.layout not in LAYOUTS:
+            raise valid_choice("dump layout", self.layout, LAYOUTS)
+        budget = self.max_bytes
+        if budget is not None and (not isinstance(budget, int) or budget < 0):
+            raise InvalidArgument(f"max_bytes must be a non-negative int or None, got "
+                                  f"{self.max_bytes!r} (type {type(self.max_bytes).__name__})")
+
+
+@dataclass
+class _Written:
+    """Where a level-2 tensor went: its bytes in the sidecar and, once written, its text file
+    (which later names of the same unchanged tensor hard-link to)."""
+
+    file: str | None
+    offset: int
+    nbytes: int
+
+
+@dataclass
+class _Op:
+    """One aten op being dumped."""
+
+    seq: int
+    info: OpInfo
+    path: str  # relative to the dump root, "/"-separated
+    parent: str
+    rows: list[dict[str, Any]] = field(default_factory=list)  # index rows of its inputs
+    references: tuple | None = None  # reference-chain (args, kwargs, inherited) with use_cpu
+
+
+class Dumper:
+    """Dump every op run inside a ``with`` block, like ``torch_mlu.core.dumptool.Dumper``.
+
+    :param dump_dir: where to write; if it exists, ``dump_dir_1``, ``_2``, ... is used.
+    :param enable: ``False`` makes the block a no-op that writes nothing.
+    :param use_cpu: also re-run each op on CPU copies of its inputs (``cpu_result``) and
+        record its own and inherited error (not for in-place / ``out=`` ops).
+    :param level: 0 first 10 values, 1 sum of absolute values (and statistics), 2 all values.
+    :param layout: ``"cambricon"`` (a directory per op, a text file per argument) or
+        ``"index"`` (only the parquet index, and the sidecar at level 2).
+    :param max_bytes: budget of bytes; past it, level 2 degrades to level 1.
+    """
+
+    def __init__(self, dump_dir: str | os.PathLike[str] = "./dump", enable: bool = True,
+                 use_cpu: bool = False, level: int = 0, *, layout: str = "cambricon",
+                 max_bytes: int | None = None) -> None:
+        self.settings = DumpSettings(os.fspath(dump_dir), bool(enable), bool(use_cpu), level,
+                                     layout, max_bytes)
+        self.path: Path | None = None
+        self._modes: contextlib.ExitStack | None = None
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{key}={value!r}" for key, value in asdict(self.settings).items())
+        return f"Dumper({fields})"
+
+    def __enter__(self) -> "Dumper":
+        if not self.settings.enable:
+            return self
+        self.path = resolve_dump_dir(self.settings.dump_dir)
+        create_dump_dir(self.path)
+        write_meta(self.path, asdict(self.settings))
+        self._session = _DumpSession(self.settings, self.path)
+        self._modes = contextlib.ExitStack()
+        self._modes.enter_context(_CallMode(self._session.tree))
+        self._modes.enter_context(_OpMode(self._session))
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self._modes is None:
+            return
+        self._modes.close()
+        self._modes = None
+        self._session.close()
+
+
+class _CallMode(TorchFunctionMode):
+    """Makes each torch-level call the parent of the aten ops it runs."""
+
+    def __init__(self, tree: OpTree) -> None:
+        super().__init__()
+        self._tree = tree
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self._tree.enter_call(call_name(func))
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            self._tree.exit_call()
+
+
+class _OpMode(TorchDispatchMode):
+    """Dumps each aten op: inputs before it runs (in-place ops change them), then results."""
+
+    def __init__(self, session: "_DumpSession") -> None:
+        super().__init__()
+        self._session = session
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self._session.run(func, args, kwargs or {})
+
+
+def _undumped() -> contextlib.AbstractContextManager:
+    """Run the dumper's own tensor work unseen by any mode (its statistics are ops too).
+
+    The Dumper's own dispatch mode is already off inside its handler, and so is its function
+    mode when the op runs inside a torch-level call; popping modes costs more than the rest
+    of a level-0 op, so only modes that are actually on are turned off.
+    """
+    stack = contextlib.ExitStack()
+    if torch._C._len_torch_dispatch_stack():
+        stack.enter_context(_disable_current_modes())
+    if torch._C._is_torch_function_mode_enabled():
+        stack.enter_context(torch._C.DisableTorchFunction())
+    return stack
+
+
+class _DumpSession:
+    """The state of one enabled Dumper block."""
+
+    def __init__(self, settings: DumpSettings, root: Path) -> None:
+        self.settings = settings
+        self.tree = OpTree()
+        self._files = settings.layout == "cambricon"
+        self._writer = DumpWriter(root, settings.max_bytes)
+        self._journal = IndexJournal(root)
+        # Level-2 summaries name this dump's files; lower levels are shared across dumps, so
+        # a model's unchanged weights are summarized once, not once per dumped forward.
+        self._cache = SummaryCache() if settings.level == 2 else SHARED_CACHE
+        self._chain = ReferenceChain() if settings.use_cpu else None
+        self._seq = 0
+        self._degraded = False
+        self._stopped = False
+
+    def run(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        """Run one aten op, dumping it unless excluded or dumping stopped."""
+        if self._stopped:
+            return func(*args, **kwargs)
+        info = op_info(func)
+        if info.excluded:
+            return self._run_undumped(func, args, kwargs)
+        with _undumped():
+            op = self._guard(self._begin, info, args, kwargs)
+        try:
+            output = func(*args, **kwargs)
+        except BaseException:
+            if op is not None:  # the inputs of an op that raised are what explains it
+                self._guard(self._journal.append, op.rows)
+            raise
+        if op is not None:
+            with _undumped():
+                self._guard(self._finish, op, func, args, kwargs, output)
+        return output
+
+    def _run_undumped(self, func: Callable, args: tuple, kwargs: dict) -> Any:
+        """An excluded op still moves data that the reference chain must follow."""
+        if self._chain is None:
+            return func(*args, **kwargs)
+        with _undumped():
+            ref_args, ref_kwargs, _ = self._chain.inputs(args, kwargs)
+        output = func(*args, **kwargs)
+        with _undumped():
+            self._chain.run(func, ref_args, ref_kwargs, output)
+        return output
+
+    def _guard(self, step: Callable, *args: Any) -> Any:
+        """Run a dump step; a failed write stops dumping, never the program."""
+        try:
+            return step(*args)
+        except OSError as exc:
+            self._stopped = True
+            warnings.warn(f"mluverify Dumper: stopped dumping into {self._writer.root} after "
+                          f"{self._seq - 1} complete ops: {exc}; the index covers what was "
+                          f"written", RuntimeWarning, stacklevel=2)
+            return None
+
+    def _begin(self, info: OpInfo, args: tuple, kwargs: dict) -> _Op:
+        self._cache.settle()
+        path, parent = self.tree.place_op(info.name)
+        self._seq += 1
+        op = _Op(self._seq, info, path, parent)
+        if self._files:
+            self._writer.mkdir(path)
+        for parameter, value in bind_arguments(info, args, kwargs):
+            op.rows += self._dump_value(op, parameter.label, "input", value, parameter.optional,
+                                        parameter.fixed_size)
+            if parameter.written and isinstance(value, torch.Tensor):
+                self._cache.forget(value)  # its result, same tensor, is summarized afresh
+        if self._chain is not None:
+            op.references = self._chain.inputs(args, kwargs)
+        return op
+
+    def _finish(self, op: _Op, func: Callable, args: tuple, kwargs: dict, output: Any) -> None:
+        """Dump the results and index the op (one journal write per op)."""
+        rows = [] if output is None else self._dump_value(op, "cnnl_result", "result", output)
+        if self._chain is not None and rows:
+            errors, cpu_rows = self._errors(op, func, args, kwargs, output)
+            rows[0].update(errors)
+            rows += cpu_rows
+        self._journal.append(op.rows + rows)
+
+    def _errors(self, op: _Op, func: Callable, args: tuple, kwargs: dict,
+                output: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """Own error (vs the CPU re-run, dumped as cpu_result), inherited and total error;
+        and the cpu_result rows."""
+        ref_args, ref_kwargs, inherited = op.references
+        reference = self._chain.run(func, ref_args, ref_kwargs, output)
+        errors: dict[str, Any] = {"inherited_rel_mse": inherited}
+        errors["total_rel_mse"] = (None if reference is None
+                                   else error_rel_mse(output, reference))
+        if op.info.writes_inputs or op.info.uninitialised:
+            return errors, []
+        cpu_output, failure = rerun_on_cpu(func, args, kwargs)
+        errors["cpu_error"] = failure
+        if cpu_output is None:
+            return errors, []
+        errors.update(error_metrics(output, cpu_output))
+        return errors, self._dump_value(op, "cpu_result", "cpu_result", cpu_output)
+
+    def _dump_value(self, op: _Op, label: str, role: str, value: Any, optional: bool = False,
+                    fixed_size: int | None = None) -> list[dict[str, Any]]:
+        """Write one argument or result file; its index rows."""
+        rows: list[dict[str, Any]] = []
+        written = None
+        if isinstance(value, torch.Tensor):
+            node, written = self._tensor_node(op, label, role, value, rows)
+        else:
+            node = self._node(op, label, role, value, rows, fixed_size)
+        if self._files:
+            relative = f"{op.path}/{label}"
+            if optional and value is not None:
+                self._write_file(relative, OptionalNode(node), None)
+            else:
+                self._write_file(relative, node, written)
+            for row in rows:
+                row["file"] = relative
+        return rows
+
+    def _write_file(self, relative: str, node: Node, written: "_Written | None") -> None:
+        """Write a file, or link the identical file of the same unchanged level-2 tensor."""
+        if written is not None and written.file is not None:
+            self._writer.link(written.file, relative)
+            return
+        self._writer.write_text(relative, render(node))
+        if written is not None:
+            written.file = relative
+
+    def _node(self, op: _Op, label: str, role: str, value: Any, rows: list,
+              fixed_size: int | None = None) -> Node:
+        """The printed node of ``value``, appending an index row per tensor or value."""
+        if isinstance(value, torch.Tensor):
+            return self._tensor_node(op, label, role, value, rows)[0]
+        if value is None:
+            rows.append(self._value_row(op, label, role, "Optional", None))
+            return OptionalNode(None)
+        if isinstance(value, (tuple, list)) and any(isinstance(i, torch.Tensor) for i in value):
+            kind = "Tuple" if role != "input" else "TensorList"
+            items = tuple(self._node(op, f"{label}[{index}]", role, item, rows)
+                          for index, item in enumerate(value))
+            return SequenceNode(kind, items)
+        node = _plain_node(value, fixed_size)
+        rows.append(self._value_row(op, label, role, getattr(node, "kind", "Scalar"), repr(value)))
+        return node
+
+    def _tensor_node(self, op: _Op, label: str, role: str, tensor: torch.Tensor,
+                     rows: list) -> tuple[Node, "_Written | None"]:
+        summary, written = self._summarize(tensor)
+        rows.append(self._tensor_row(op, label, role, summary, written))
+        return summary.block, written
+
+    def _summarize(self, tensor: torch.Tensor) -> tuple[TensorSummary, "_Written | None"]:
+        level = self.settings.level
+        if level == 2 and (self._degraded or not self._writer.fits(tensor.numel(),
+                                                                    tensor.element_size())):
+            self._degraded, level = True, 1
+        cached = self._cache.get(tensor, level)
+        if cached is not None:
+            return cached
+        summary = summarize(tensor, level)
+        written = None
+        if summary.exact is not None:
+            written = _Written(None, *self._writer.append_exact(summary.exact))
+        self._cache.remember(tensor, summary, written)
+        return summary, written
+
+    def _tensor_row(self, op: _Op, label: str, role: str, summary: TensorSummary,
+                    written: "_Written | None") -> dict[str, Any]:
+        block = summary.block
+        row = self._value_row(op, label, role, "Tensor", None)
+        # Heads as floats, whatever the dtype: one parquet column type for every row.
+        head = None if summary.level == 1 else block.values[:HEAD].astype(float).tolist()
+        row.update(dtype=summary.dtype, shape=list(block.shape), stride=list(block.stride),
+                   numel=block.numel, level=summary.level,
+                   degraded=summary.level < self.settings.level, head=head,
+                   offset=written.offset if written else None,
+                   nbytes=written.nbytes if written else None, **summary.stats)
+        return row
+
+    def _value_row(self, op: _Op, label: str, role: str, kind: str, text: str | None) -> dict:
+        return {"seq": op.seq, "op": op.info.qualified, "name": op.info.name, "path": op.path,
+                "parent": op.parent, "arg": label, "role": role, "kind": kind, "file": None,
+                "value": text}
+
+    def close(self) -> None:
+        """Finish the index (parquet); on a failed write the journal stays, and is loadable."""
+        self._cache.settle()
+        self._writer.close()
+        try:
+            self._journal.close(to_parquet=not self._stopped)
+        except OSError as exc:
+            warnings.warn(f"mluverify Dumper: could not write the parquet index ({exc}); "
+                          f"the journal index.jsonl holds every row", RuntimeWarning)
+
+
+_OTHER_KINDS = {torch.dtype: "ScalarType", torch.device: "Device", torch.layout: "Layout",
+                torch.memory_format: "MemoryFormat", str: "String", torch.Generator: "Generator"}
+
+
+def _plain_node(value: Any, fixed_size: int | None) -> Node:
+    """The node of a non-tensor value (an unforeseen type prints its type name and repr)."""
+    if isinstance(value, bool):
+        return ScalarNode("Bool", value)
+    if isinstance(value, int):
+        return ScalarNode("Long", value)
+    if isinstance(value, float):
+        return ScalarNode("Double", value)
+    if isinstance(value, (list, tuple)) and all(isinstance(i, (bool, int, float)) for i in value):
+        return NumbersNode("Array" if fixed_size else "List", np.asarray(value))
+    for python_type, kind in _OTHER_KINDS.items():
+        if isinstance(value, python_type):
+            text = type_name(value) if isinstance(value, torch.dtype) else str(value)
+            return OtherNode(kind, text.removeprefix("torch."))
+    return OtherNode(type(value).__name__, repr(value))

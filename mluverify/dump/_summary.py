@@ -1,0 +1,168 @@
+"""What a dump keeps of one tensor, by level, computed once per unchanged tensor.
+
+Level 0 keeps the first 10 values (no statistics: they would triple the cost of a level-0
+dump, see shared notes "dumper-costs"); level 1 the sum of absolute values plus min, max,
+mean and NaN/Inf counts; level 2 every value and the same statistics.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from mluverify.dump._format import TensorBlock
+
+HEAD = 10
+
+# C++ at::ScalarType names, as Cambricon's dump headers print them.
+_TYPE_NAMES = {
+    torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
+    torch.bfloat16: "BFloat16", torch.int64: "Long", torch.int32: "Int", torch.int16: "Short",
+    torch.int8: "Char", torch.uint8: "Byte", torch.bool: "Bool",
+    torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble",
+}
+
+
+def type_name(dtype: torch.dtype) -> str:
+    """The C++ ScalarType name of ``dtype`` (``torch.float32`` -> ``"Float"``)."""
+    return _TYPE_NAMES.get(dtype) or str(dtype).removeprefix("torch.").capitalize()
+
+
+@dataclass(frozen=True)
+class TensorSummary:
+    """One tensor as dumped: its printed block, the level used and its statistics."""
+
+    block: TensorBlock
+    level: int
+    dtype: str  # torch dtype name ("float32"): what the index and the sidecar use
+    stats: dict[str, float] = field(default_factory=dict)
+    exact: np.ndarray | None = None  # every value, for the binary sidecar (level 2 only)
+
+
+def summarize(tensor: torch.Tensor, level: int) -> TensorSummary:
+    """Summarize ``tensor`` (any device) at ``level``; run with dispatch modes disabled."""
+    shape, stride, numel = tuple(tensor.shape), tensor.stride(), tensor.numel()
+    dtype, name = str(tensor.dtype).removeprefix("torch."), type_name(tensor.dtype)
+    if numel == 0:
+        return TensorSummary(TensorBlock(name, shape, stride, 0, np.empty(0)), level, dtype)
+    if level == 0:
+        head = _to_numpy(_first(tensor, HEAD))
+        return TensorSummary(TensorBlock(name, shape, stride, numel, head), level, dtype)
+    # Statistics on the CPU: a device's own reduction kernels may round (float16 on the MLU).
+    stats = _stats(tensor.detach().cpu())
+    if level == 1:
+        values = np.asarray([stats["abs_sum"]], dtype=_printed_dtype(tensor.dtype))
+        return TensorSummary(TensorBlock(name, shape, stride, numel, values), level, dtype,
+                             stats)
+    exact = _to_numpy(tensor)
+    return TensorSummary(TensorBlock(name, shape, stride, numel, exact), level, dtype, stats,
+                         exact)
+
+
+def _printed_dtype(dtype: torch.dtype) -> type:
+    return float if dtype.is_floating_point or dtype.is_complex else int
+
+
+def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A CPU copy in logical (row-major) order; bfloat16, which numpy lacks, widens exactly."""
+    tensor = tensor.detach().cpu()
+    if tensor.dtype == torch.bfloat16:
+        tensor = tensor.float()
+    return tensor.contiguous().numpy().reshape(-1)
+
+
+def _first(tensor: torch.Tensor, count: int) -> torch.Tensor:
+    """The first ``count`` values in logical order without copying a large strided tensor."""
+    if tensor.is_contiguous():
+        return tensor.view(-1)[:count]
+    view = tensor
+    while view.dim() > 1 and math.prod(view.shape[1:]) >= count:
+        view = view[0]  # the first `count` values all lie in the first row
+    if view.dim() > 1:
+        view = view[:math.ceil(count / math.prod(view.shape[1:]))]
+    return view.reshape(-1)[:count]
+
+
+def _stats(tensor: torch.Tensor) -> dict[str, float]:
+    """min, max, mean, abs_sum, nan, inf in two or three passes: a tensor of one sign (a
+    ReLU output) has ``abs_sum == |sum|``; NaN/Inf are counted only when min/max show some."""
+    if tensor.dtype == torch.bool:
+        true_count = int(tensor.sum())
+        return {"min": float(tensor.all()), "max": float(tensor.any()),
+                "mean": true_count / tensor.numel(), "abs_sum": float(true_count),
+                "nan": 0, "inf": 0}
+    if tensor.is_complex():
+        tensor = torch.view_as_real(tensor)
+    # Half-precision sums overflow past 65504: accumulate them in float32.
+    wide = torch.float32 if tensor.dtype in (torch.float16, torch.bfloat16) else None
+    low, high = (float(bound) for bound in torch.aminmax(tensor))
+    total = float(tensor.sum(dtype=wide))
+    if low >= 0 or high <= 0:
+        abs_sum = abs(total)
+    elif tensor.dtype.is_floating_point:
+        abs_sum = float(torch.linalg.vector_norm(tensor, 1, dtype=wide))
+    else:
+        abs_sum = float(tensor.abs().sum())
+    nan = inf = 0
+    if not (math.isfinite(low) and math.isfinite(high)):
+        nan, inf = int(torch.isnan(tensor).sum()), int(torch.isinf(tensor).sum())
+    return {"min": low, "max": high, "mean": total / tensor.numel(), "abs_sum": abs_sum,
+            "nan": nan, "inf": inf}
+
+
+class SummaryCache:
+    """Summaries of tensors that have not changed since they were summarized.
+
+    An op's output is usually the next op's input, and weights repeat across forwards (and
+    across dumps, for levels 0 and 1): both are summarized once. A tensor counts as unchanged
+    while it is the same object with the same version counter. Outputs are remembered only at
+    the next op (``settle``), because an in-place op bumps its tensor's version after the
+    dispatch handler has returned.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref, int, TensorSummary, Any]] = {}
+        self._pending: list[tuple[torch.Tensor, TensorSummary, Any]] = []
+
+    def get(self, tensor: torch.Tensor, level: int) -> tuple[TensorSummary, Any] | None:
+        """(summary, where it was written or None) if ``tensor`` is unchanged since."""
+        entry = self._entries.get(id(tensor))
+        if entry is None:
+            return None
+        ref, version, summary, written = entry
+        if ref() is not tensor or _version(tensor) != version or summary.level != level:
+            return None
+        return summary, written
+
+    def remember(self, tensor: torch.Tensor, summary: TensorSummary, written: Any = None) -> None:
+        """Remember ``summary`` of ``tensor`` (and where it went) once the running op is over."""
+        self._pending.append((tensor, summary, written))
+
+    def forget(self, tensor: torch.Tensor) -> None:
+        """Drop ``tensor`` (about to be written in place)."""
+        self._entries.pop(id(tensor), None)
+
+    def settle(self) -> None:
+        """Store the summaries remembered during the previous op, with settled versions."""
+        for tensor, summary, written in self._pending:
+            version = _version(tensor)
+            if version is not None:
+                key = id(tensor)
+                ref = weakref.ref(tensor, lambda _, key=key: self._entries.pop(key, None))
+                self._entries[key] = (ref, version, summary, written)
+        self._pending.clear()
+
+
+def _version(tensor: torch.Tensor) -> int | None:
+    try:
+        return tensor._version
+    except RuntimeError:  # inference-mode tensors have no version counter
+        return None
+
+
+# Summaries of levels 0 and 1 (no files in them), shared by every dump of the process.
+SHARED_CACHE = SummaryCache()

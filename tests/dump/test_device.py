@@ -1,0 +1,68 @@
+"""The Dumper on the emulated MLU: same layout as on the CPU, and a planted wrong kernel
+(overridden through ``mluverify_device_kernels``) named as the first offender."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mluverify import hookimpl
+from mluverify.dump import Dumper, dump_diff
+
+md = pytest.importorskip("mluverify.device")
+
+# conv (ones 2x2 kernel, bias -30) -> + 1.5 -> relu on 1..16: values exact in float16 too.
+RELU = [0, 0, 0, 1.5, 5.5, 9.5, 17.5, 21.5, 25.5]
+
+
+def test_small_network_on_mlu_has_the_cpu_layout_and_values(tmp_path):
+    x = torch.arange(1.0, 17.0).reshape(1, 1, 4, 4).to("mlu")
+    w, b = torch.ones(1, 1, 2, 2).to("mlu"), torch.tensor([-30.0]).to("mlu")
+    with Dumper(tmp_path / "dump", use_cpu=True) as dumper:
+        torch.relu(F.conv2d(x, w, b) + 1.5)
+    dirs = sorted(p.relative_to(dumper.path).as_posix() for p in dumper.path.rglob("*")
+                  if p.is_dir())
+    assert dirs == ["1_conv2d", "1_conv2d/1_convolution", "2_add", "3_relu"]
+    relu = (dumper.path / "3_relu" / "cnnl_result").read_text().splitlines()
+    assert relu[0] == ("Tensor : Type = Float : Shape = [1, 1, 3, 3] : Stride = [9, 9, 3, 1] : "
+                       "Dumped = 9")
+    assert relu[1:] == [f"{v:g}" for v in RELU]
+    assert (dumper.path / "3_relu" / "cpu_result").read_text().splitlines()[1:] == relu[1:]
+
+
+class WrongAddKernel:
+    """A device kernel for aten::add.Tensor that is 5 % off."""
+
+    @hookimpl
+    def mluverify_device_kernels(self, registry):
+        registry.register("aten::add.Tensor",
+                          lambda self, other, alpha=1: torch.add(self, other, alpha=alpha) * 1.05,
+                          mode="cnnl")
+
+
+@pytest.fixture
+def wrong_add():
+    from mluverify.plugin_manager import get_plugin_manager
+
+    plugin = WrongAddKernel()
+    get_plugin_manager().register(plugin)
+    md.reload_kernels()
+    yield
+    get_plugin_manager().unregister(plugin)
+    md.reload_kernels()
+
+
+def test_planted_wrong_kernel_is_the_first_offender(tmp_path, wrong_add):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Conv2d(4, 4, 3), torch.nn.ReLU(),
+        torch.nn.Flatten(), torch.nn.Linear(64, 10)).eval().to("mlu")
+    x = torch.randn(1, 3, 8, 8).to("mlu")
+    with torch.no_grad(), Dumper(tmp_path / "dump", use_cpu=True) as dumper:
+        h = net[1](net[0](x)) + 0.5
+        net[5](net[4](net[3](net[2](h))))
+    diff = dump_diff(dumper.path)
+    by_path = diff.table.set_index("path")
+    assert by_path.loc["3_add", "seq"] == diff.first_offender
+    assert by_path.loc["3_add", "own_rel_mse"] == pytest.approx(0.05, rel=0.02)
+    assert by_path.loc["4_conv2d/1_convolution", "inherited_rel_mse"] > diff.bound
+    after = diff.table[diff.table["seq"] > diff.first_offender]
+    assert after["own_passed"].dropna().all()
