@@ -18,6 +18,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "mluverify.plugins.mlu_fusion",
     "mluverify.plugins.mlu_quant",
     "mluverify.plugins.report_writers",
+    "mluverify.plugins.opinfo_cases",
 )
 
 

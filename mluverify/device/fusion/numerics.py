@@ -30,11 +30,13 @@ aten = torch.ops.aten
 
 _CONVOLUTIONS = (aten.conv2d.default, aten.convolution.default)
 _INFERENCE_BATCH_NORM = aten._native_batch_norm_legit_no_training.default
-# Ops that return a new tensor (never a view of an input), and the in-place forms of the ops
-# that may overwrite such a tensor when it has no other user.
+# Ops whose result no other live value shares: new tensors, and in-place ops (this pass only
+# makes them overwrite such a result); and the in-place forms of the ops that may overwrite one
+# when it has no other user.
 _FRESH_RESULT = frozenset({
     aten.conv2d.default, aten.convolution.default, aten.linear.default, aten.addmm.default,
     aten.add.Tensor, aten.mul.Tensor, aten.relu.default,
+    aten.add_.Tensor, aten.mul_.Tensor, aten.relu_.default, aten.hardtanh_.default,
 })
 _IN_PLACE = {aten.relu.default: aten.relu_.default, aten.add.Tensor: aten.add_.Tensor,
              aten.mul.Tensor: aten.mul_.Tensor, aten.hardtanh.default: aten.hardtanh_.default}
@@ -47,11 +49,12 @@ _MATMUL_FACTORS = {
 # Ops whose output holds only values of their inputs (or constants exact in float16): rounding
 # their output to the storage precision changes nothing, so it is skipped.
 _VALUE_PRESERVING = frozenset({
-    operator.getitem, aten.relu.default, aten.relu_.default, aten.hardtanh_.default, aten.max_pool2d.default, aten.max_pool2d_with_indices.default,
+    operator.getitem, aten.relu.default, aten.relu_.default, aten.hardtanh.default,
+    aten.hardtanh_.default, aten.max_pool2d.default, aten.max_pool2d_with_indices.default,
     aten.transpose.int, aten.permute.default, aten.view.default, aten.reshape.default,
     aten._unsafe_view.default, aten.flatten.using_ints, aten.expand.default, aten.clone.default,
     aten.cat.default, aten.slice.Tensor, aten.select.int, aten.squeeze.dim, aten.unsqueeze.default,
-    aten.t.default, aten.hardtanh.default, aten.contiguous.default, aten.alias.default,
+    aten.t.default, aten.contiguous.default, aten.alias.default,
 })
 
 

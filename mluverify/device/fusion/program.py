@@ -87,6 +87,7 @@ def build_program(model: nn.Module, inputs: tuple, settings: FusionSettings) -> 
     graph_module.recompile()
     if on_device:
         _move_attributes(graph_module)
+        _retarget_devices(graph_module)
     if settings.debug:
         writer = DebugWriter(settings.debug_dir, settings.debug)
         for group in groups:
@@ -95,6 +96,17 @@ def build_program(model: nn.Module, inputs: tuple, settings: FusionSettings) -> 
     if settings.print_graph:
         log.warning("%s", program.describe())
     return program
+
+
+def _retarget_devices(graph_module: fx.GraphModule) -> None:
+    """Make the ops outside the groups create tensors on the device: capture ran on CPU views,
+    so factories (e.g. an LSTM's initial state) and copies recorded ``device=cpu``."""
+    device = torch.device(_device.DEVICE_TYPE)
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and isinstance(node.kwargs.get("device"), torch.device) \
+                and node.kwargs["device"].type == "cpu":
+            node.update_kwarg("device", device)
+    graph_module.recompile()
 
 
 def _move_attributes(graph_module: fx.GraphModule) -> None:

@@ -127,7 +127,8 @@ class FusedModule(nn.Module):
 
 
 def fuse(model: nn.Module, example_inputs: tuple) -> FusedModule:
-    """Fuse ``model`` for ``example_inputs``, built now; other signatures compile on first use.
+    """Fuse ``model`` for ``example_inputs``, built now (when fusion is on); other input
+    signatures compile on first use.
 
     ``model`` and the inputs must be on the same device (``mlu`` or the CPU). Fusion follows
     ``_jit_override_can_fuse_on_mlu`` at each call.
@@ -135,7 +136,8 @@ def fuse(model: nn.Module, example_inputs: tuple) -> FusedModule:
     if not isinstance(example_inputs, tuple):
         example_inputs = (example_inputs,)
     fused = FusedModule(model)
-    fused.runtime.program(example_inputs)
+    if _device.fusion_enabled():
+        fused.runtime.program(example_inputs)
     return fused
 
 

@@ -1,0 +1,115 @@
+"""Fused numerics beyond the seeds' model: TF32-like conv on MLU370, several outputs, linear."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fusion_models import make_test_model
+from mluverify.compare import compare
+from mluverify.device import mlu_model
+from mluverify.device.fusion import fuse, fusion_summary
+from mluverify.device.numerics import round_mantissa
+
+
+@pytest.fixture
+def mlu370():
+    previous = mlu_model.get_core_version()
+    mlu_model.set_core_version("MLU370")
+    yield
+    mlu_model.set_core_version(previous)
+
+
+def test_mlu370_rounds_folded_weights_and_conv_inputs_to_tf32(mlu370):
+    model = make_test_model()
+    x = torch.rand(1, 3, 20, 20, generator=torch.Generator().manual_seed(2))
+    out = fuse(copy.deepcopy(model).to("mlu"), (x.to("mlu"),))(x.to("mlu")).cpu()
+    conv, bn = model.block1[0], model.block1[1]
+    scale = torch.rsqrt(bn.running_var + bn.eps)
+    weight = round_mantissa(conv.weight * scale.reshape(-1, 1, 1, 1), 10)
+    y = F.conv2d(round_mantissa(x, 10), weight, -bn.running_mean * scale)
+    expected = torch.transpose(F.max_pool2d(torch.relu(y) * 2, 2), 0, 3)
+    assert torch.equal(out, expected)
+
+
+def test_a_program_cached_for_one_core_version_is_not_reused_for_another():
+    model = make_test_model().to("mlu")
+    x = torch.rand(1, 3, 20, 20).to("mlu")
+    fused = fuse(model, (x,))
+    previous = mlu_model.get_core_version()
+    mlu_model.set_core_version("MLU370" if previous != "MLU370" else "MLU270")
+    try:
+        fused(x)
+    finally:
+        mlu_model.set_core_version(previous)
+    assert fusion_summary(fused).cache.misses == 2
+
+
+class TwoHeads(nn.Module):
+    """A classifier head and a feature output: a group with two outputs and a linear layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        features = torch.relu(self.bn(self.conv(x)))
+        pooled = F.adaptive_avg_pool2d(features, 1).flatten(1)
+        return self.fc(pooled), features
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_two_outputs_and_linear_fuse_into_one_group_within_tolerance(dtype):
+    torch.manual_seed(4)
+    model = TwoHeads().eval()
+    model.bn.running_mean.uniform_(-0.5, 0.5)
+    model.bn.running_var.uniform_(0.5, 2.0)
+    x = torch.rand(2, 3, 12, 12)
+    expected = model(x)
+    on_mlu = copy.deepcopy(model).to(dtype).to("mlu")
+    fused = fuse(on_mlu, (x.to(dtype).to("mlu"),))
+    logits, features = fused(x.to(dtype).to("mlu"))
+    assert (logits.dtype, features.dtype, logits.device.type) == (dtype, dtype, "mlu")
+    assert fusion_summary(fused).group_names == ("MLUFusionGroup0",)
+    for actual, reference in ((logits, expected[0]), (features, expected[1])):
+        verdict = compare(actual.cpu().float(), reference, mode="cnml")
+        assert verdict.passed, verdict.reason
+
+
+def test_fuse_runs_cpu_modules_on_the_cpu():
+    model = make_test_model()
+    x = torch.rand(1, 3, 16, 16)
+    out = fuse(model, (x,))(x)
+    assert out.device.type == "cpu"
+    verdict = compare(out, model(x), mode="cnml")
+    assert verdict.passed, verdict.reason
+
+
+class SharedIntermediates(nn.Module):
+    """Values read twice, and an input activated directly: nothing may be overwritten in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 3, 1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return torch.relu(y) + y * 2, torch.relu(x) + x
+
+
+def test_in_place_reuse_never_overwrites_shared_values_or_inputs():
+    torch.manual_seed(6)
+    model = SharedIntermediates().eval()
+    x = torch.randn(1, 3, 8, 8)
+    x_mlu = x.to("mlu")
+    fused = fuse(copy.deepcopy(model).to("mlu"), (x_mlu,))
+    outputs = fused(x_mlu)
+    assert torch.equal(x_mlu.cpu(), x)
+    for actual, expected in zip(outputs, model(x)):
+        verdict = compare(actual.cpu(), expected, mode="cnnl")
+        assert verdict.passed, verdict.reason
