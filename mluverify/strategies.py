@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 # How values are spread: every op suite draws from these unless the op restricts its domain.
 DISTRIBUTIONS = ("normal", "wide_uniform", "outliers", "special")
+# For ops that define results at +-inf and NaN: normal values with some non-finite ones.
+NONFINITE = "nonfinite"
 
 # Values an op must handle where it defines them (signed zeros, tiny and huge magnitudes).
 SPECIAL_VALUES = (0.0, -0.0, 1.0, -1.0, 1e-30, -1e-30, 3.0e4, -3.0e4, 0.5, 2.0)
@@ -54,24 +56,52 @@ def values(shape: Sequence[int], distribution: str, seed: int, *, low: float | N
         flat[spikes] = rng.choice([-1e3, 1e3], spikes.sum())
     elif distribution == "special":
         flat = rng.choice(np.array(SPECIAL_VALUES), size)
+    elif distribution == NONFINITE:
+        flat = rng.normal(0.0, 1.0, size)
+        odd = rng.random(size) < 0.1
+        flat[odd] = rng.choice([np.inf, -np.inf, np.nan], odd.sum())
     else:
-        raise ValueError(f"unknown distribution {distribution!r}; valid: {', '.join(DISTRIBUTIONS)}")
+        raise ValueError(f"unknown distribution {distribution!r}; valid: {', '.join((*DISTRIBUTIONS, NONFINITE))}")
     if low is not None or high is not None:
         flat = np.clip(flat, low, high)
     return flat.astype(np.float32).reshape(tuple(shape))
 
 
+def on_grid(array: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 ``array`` rounded to the values ``dtype`` can hold (kept float32; out-of-range
+    values clipped to its largest finite value, non-finite ones kept).
+
+    Inputs on the device precision's grid make the float32 CPU reference see the very values
+    the device computes with, so a comparison measures the op, not the rounding of its input.
+    """
+    if dtype == "float32":
+        return array
+    limit = float(np.finfo(dtype).max)
+    finite = np.isfinite(array)
+    clipped = np.where(finite, np.clip(array, -limit, limit), array)
+    return clipped.astype(dtype).astype(np.float32)
+
+
 @st.composite
 def tensors(draw, shape_strategy=None, *, distributions: Sequence[str] = DISTRIBUTIONS,
-            low: float | None = None, high: float | None = None, non_contiguous: bool = True):
-    """A float32 CPU tensor: a drawn shape, a drawn value distribution, maybe a strided view."""
+            low: float | None = None, high: float | None = None, non_contiguous: bool = True,
+            grid: str = "float32"):
+    """A float32 CPU tensor: a drawn shape, a drawn value distribution, maybe a strided view.
+
+    ``shape_strategy`` may also be a fixed shape (tuple); ``grid="float16"`` draws values a
+    float16 tensor holds exactly (see ``on_grid``).
+    """
     import torch
 
-    shape = draw(shape_strategy if shape_strategy is not None else shapes())
+    if isinstance(shape_strategy, tuple):
+        shape = shape_strategy
+    else:
+        shape = draw(shape_strategy if shape_strategy is not None else shapes())
     distribution = draw(st.sampled_from(list(distributions)))
     seed = draw(st.integers(0, 2**31 - 1))
     if non_contiguous and len(shape) >= 2 and draw(st.booleans()):
         # Build the transposed storage, then transpose back: same shape, non-contiguous strides.
         swapped = (*shape[:-2], shape[-1], shape[-2])
-        return torch.from_numpy(values(swapped, distribution, seed, low=low, high=high)).transpose(-1, -2)
-    return torch.from_numpy(values(shape, distribution, seed, low=low, high=high))
+        array = on_grid(values(swapped, distribution, seed, low=low, high=high), grid)
+        return torch.from_numpy(array).transpose(-1, -2)
+    return torch.from_numpy(on_grid(values(shape, distribution, seed, low=low, high=high), grid))

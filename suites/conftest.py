@@ -1,0 +1,53 @@
+"""Set-up shared by every suite: the device precision fixture and the heavy-case opt-in.
+
+``dtype`` parametrizes a test over the precisions the device computes in (the CPU reference
+stays float32). Cases marked ``mlu_heavy`` run only with ``--mlu-heavy``; the default selection
+(``make verify``, at most 10 minutes on 2 cores) leaves out the full-size (224x224) ResNet50 /
+VGG19 cases and their reduced-size variants beyond float32 (and int8 ResNet50).
+"""
+from __future__ import annotations
+
+import pytest
+
+from mluverify import hookimpl
+
+DEVICE_DTYPES = ("float32", "float16")
+_RECORDS: list[dict] = []  # every record this process made (hook mluverify_record)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("mluverify").addoption(
+        "--mlu-heavy", action="store_true",
+        help="also run the heavy suite cases (full-size ResNet50 / VGG19 in every precision)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "mlu_heavy: a heavy case (full-size network); runs with --mlu-heavy")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("mlu_heavy"):
+        return
+    opt_in = pytest.mark.skip(reason="heavy case, not in the default selection: run with --mlu-heavy")
+    for item in items:
+        if item.get_closest_marker("mlu_heavy"):
+            item.add_marker(opt_in)
+
+
+@pytest.fixture(params=DEVICE_DTYPES)
+def dtype(request: pytest.FixtureRequest) -> str:
+    """The precision the device computes in (float32 or float16)."""
+    return request.param
+
+
+@hookimpl
+def mluverify_record(record: dict) -> None:
+    _RECORDS.append(record)
+
+
+@pytest.fixture
+def records() -> list[dict]:
+    """The records (one per comparison, as written to the run's report) this test makes,
+    in order: the list grows as the test calls ``verify``."""
+    _RECORDS.clear()
+    return _RECORDS

@@ -1,0 +1,105 @@
+"""Convolution: 1d / 2d / 3d with drawn groups, stride, padding, dilation and bias; transposed
+2d; and quantized (int8 / int16) Conv1d / Conv2d / Conv3d modules on the fused target."""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import hypothesis
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, strategies as st
+
+from mluverify.strategies import tensors
+
+HALF_INPUT_LIMIT = 100.0  # float16: |input| bound so sums of up to 81 products fit
+QUANT_DISTRIBUTIONS = ("normal", "wide_uniform")  # per-tensor int8 on outliers exceeds 2 % by design
+
+
+class Conv(NamedTuple):
+    name: str
+    spatial: int
+    fn: Callable  # fn(x, weight, bias, stride, padding, dilation, groups)
+    transposed: bool = False
+
+
+CONVS = (
+    Conv("conv1d", 1, F.conv1d),
+    Conv("conv2d", 2, F.conv2d),
+    Conv("conv3d", 3, F.conv3d),
+    Conv("conv_transpose2d", 2, lambda x, w, b, s, p, d, g: F.conv_transpose2d(x, w, b, s, p, 0, g, d), True),
+)
+
+QUANT_MODULES = (("conv1d", 1, torch.nn.Conv1d), ("conv2d", 2, torch.nn.Conv2d), ("conv3d", 3, torch.nn.Conv3d))
+
+
+class Geometry(NamedTuple):
+    in_channels: int
+    out_channels: int
+    kernel: int
+    stride: int
+    padding: int
+    dilation: int
+    groups: int
+    sides: tuple[int, ...]
+
+
+@st.composite
+def geometries(draw, spatial: int, transposed: bool = False) -> Geometry:
+    """Channels divisible by groups; spatial sides large enough for the dilated kernel (and,
+    transposed, padding small enough for a non-empty output)."""
+    groups = draw(st.sampled_from((1, 1, 2, 3)))
+    kernel = draw(st.integers(1, 3))
+    dilation = draw(st.integers(1, 2))
+    padding = draw(st.integers(0, kernel // 2 * dilation))
+    reach = dilation * (kernel - 1) + 1
+    max_side = 9 if spatial < 3 else 6
+    sides = tuple(draw(st.integers(max(1, reach - 2 * padding), max(reach, max_side))) for _ in range(spatial))
+    stride = draw(st.integers(1, 2))
+    if transposed:
+        padding = min(padding, ((min(sides) - 1) * stride + dilation * (kernel - 1)) // 2)
+    return Geometry(groups * draw(st.integers(1, 3)), groups * draw(st.integers(1, 4)), kernel,
+                    stride, padding, dilation, groups, sides)
+
+
+def _weight_shape(op: Conv, g: Geometry) -> tuple[int, ...]:
+    """(out, in / groups, k...) for a convolution; (in, out / groups, k...) when transposed."""
+    channels = (g.in_channels, g.out_channels // g.groups) if op.transposed else (g.out_channels, g.in_channels // g.groups)
+    return (*channels, *(g.kernel,) * op.spatial)
+
+
+def _operands(data, op: Conv, g: Geometry, dtype: str) -> tuple[torch.Tensor, ...]:
+    """Input, weight and (maybe) bias; float16 inputs bounded so the sums fit."""
+    limit = HALF_INPUT_LIMIT if dtype == "float16" else None
+    shape = (data.draw(st.integers(1, 2), label="batch"), g.in_channels, *g.sides)
+    x = data.draw(tensors(shape, low=-limit if limit else None, high=limit, grid=dtype), label="x")
+    weight_shape = _weight_shape(op, g)
+    weight = data.draw(tensors(weight_shape, distributions=("normal",), grid=dtype), label="weight")
+    out_channels = weight_shape[1] * g.groups if op.transposed else weight_shape[0]
+    bias = data.draw(st.none() | tensors((out_channels,), distributions=("normal",), grid=dtype), label="bias")
+    return (x, weight) if bias is None else (x, weight, bias)
+
+
+@pytest.mark.parametrize("op", CONVS, ids=[op.name for op in CONVS])
+@given(data=st.data())
+def test_conv(verify, op: Conv, dtype: str, data) -> None:
+    g = data.draw(geometries(op.spatial, op.transposed), label="geometry")
+
+    def conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        return op.fn(x, weight, bias, g.stride, g.padding, g.dilation, g.groups)
+
+    verdict = verify(conv, *_operands(data, op, g, dtype), op=op.name, dtype=dtype)
+    hypothesis.target(verdict.value, label=f"rel_mse:{op.name}:{dtype}")
+
+
+@pytest.mark.mlu_targets("mlu:cnml")
+@pytest.mark.parametrize("quant", ("int8", "int16"))
+@pytest.mark.parametrize("name, spatial, module_type", QUANT_MODULES, ids=[name for name, _, _ in QUANT_MODULES])
+@given(data=st.data())
+def test_quantized_conv(verify, name: str, spatial: int, module_type: type, quant: str, dtype: str, data) -> None:
+    g = data.draw(geometries(spatial), label="geometry")
+    torch.manual_seed(data.draw(st.integers(0, 2**16), label="weight_seed"))
+    conv = module_type(g.in_channels, g.out_channels, g.kernel, g.stride, g.padding, g.dilation, g.groups).eval()
+    x = data.draw(tensors((1, g.in_channels, *g.sides), distributions=QUANT_DISTRIBUTIONS, grid=dtype), label="x")
+    verdict = verify(conv, x, op=name, dtype=dtype, quant=quant)
+    hypothesis.target(verdict.value, label=f"rel_mse:{name}:{quant}:{dtype}")

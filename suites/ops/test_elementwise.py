@@ -1,0 +1,143 @@
+"""Element-wise ops of the device's kernel set: unary, binary with broadcasting, with scalars.
+
+Inputs come from ``mluverify.strategies``: shapes with size-1 and odd dims, maybe
+non-contiguous, values from every distribution, restricted to each op's domain; ops that define
+results at +-inf / NaN also get non-finite inputs. float16 cases draw values float16 holds, so
+the float32 CPU reference sees the same inputs; ``half_limit`` keeps results inside float16.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple
+
+import hypothesis
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, strategies as st
+
+from mluverify.strategies import DISTRIBUTIONS, NONFINITE, broadcastable_shapes, shapes, tensors
+
+
+class Unary(NamedTuple):
+    name: str
+    fn: Callable
+    low: float | None = None
+    high: float | None = None
+    half_limit: float | None = None  # |input| bound for float16, so the result fits
+    nonfinite: bool = False  # the op defines its result at +-inf and NaN
+
+
+UNARY = (
+    Unary("relu", torch.relu, nonfinite=True),
+    Unary("relu6", F.relu6, nonfinite=True),
+    Unary("leaky_relu", functools.partial(F.leaky_relu, negative_slope=0.1), nonfinite=True),
+    Unary("hardtanh", functools.partial(F.hardtanh, min_val=-2.0, max_val=3.0), nonfinite=True),
+    Unary("sigmoid", torch.sigmoid, nonfinite=True),
+    Unary("tanh", torch.tanh, nonfinite=True),
+    Unary("gelu", F.gelu),
+    Unary("gelu_tanh", functools.partial(F.gelu, approximate="tanh")),
+    Unary("silu", F.silu),
+    Unary("elu", F.elu),
+    Unary("exp", torch.exp, high=80.0, half_limit=10.0, nonfinite=True),
+    Unary("log", torch.log, low=1e-3),
+    Unary("sqrt", torch.sqrt, low=0.0),
+    Unary("rsqrt", torch.rsqrt, low=1e-3),
+    Unary("abs", torch.abs, nonfinite=True),
+    Unary("neg", torch.neg, nonfinite=True),
+    Unary("clamp", functools.partial(torch.clamp, min=-0.5, max=0.75), nonfinite=True),
+    Unary("clamp_min", functools.partial(torch.clamp_min, min=0.25)),
+    Unary("clamp_max", functools.partial(torch.clamp_max, max=0.25)),
+    Unary("pow_scalar", functools.partial(torch.pow, exponent=2.0), half_limit=200.0),
+    Unary("pow_cube", functools.partial(torch.pow, exponent=3), half_limit=30.0),
+    Unary("pow_fractional", functools.partial(torch.pow, exponent=0.5), low=0.0),
+    Unary("ceil", torch.ceil),
+    Unary("floor", torch.floor),
+    Unary("round", torch.round),
+    Unary("sign", torch.sign, nonfinite=True),
+    Unary("isnan", torch.isnan, nonfinite=True),
+    Unary("dropout_eval", functools.partial(F.dropout, p=0.5, training=False)),
+)
+
+
+class Binary(NamedTuple):
+    name: str
+    fn: Callable
+    other_low: float | None = None  # the second operand's domain (e.g. away from 0 for div)
+    half_limit: float | None = None
+
+
+BINARY = (
+    Binary("add", torch.add),
+    Binary("add_alpha", functools.partial(torch.add, alpha=0.5)),
+    Binary("sub", torch.sub),
+    Binary("sub_alpha", functools.partial(torch.sub, alpha=2.0), half_limit=1e4),
+    Binary("mul", torch.mul, half_limit=200.0),
+    Binary("div", torch.div, other_low=0.5),
+    Binary("div_floor", functools.partial(torch.div, rounding_mode="floor"), other_low=0.5),
+    Binary("pow", torch.pow, other_low=0.0, half_limit=3.0),
+    Binary("maximum_where", lambda x, y: torch.where(x > y, x, y)),
+    Binary("eq", torch.eq),
+    Binary("ne", torch.ne),
+    Binary("gt", torch.gt),
+    Binary("lt", torch.lt),
+    Binary("ge", torch.ge),
+    Binary("le", torch.le),
+)
+
+SCALAR = (
+    ("add_scalar", lambda x: x + 1.5),
+    ("sub_scalar", lambda x: x - 0.25),
+    ("rsub_scalar", lambda x: 2.0 - x),
+    ("mul_scalar", lambda x: x * 3.0),
+    ("div_scalar", lambda x: x / 7.0),
+    ("eq_scalar", lambda x: x == 1.0),
+    ("gt_scalar", lambda x: x > 0.0),
+    ("add_inplace", lambda x: x.clone().add_(2.0)),
+    ("mul_inplace", lambda x: x.clone().mul_(0.5)),
+    ("relu_inplace", lambda x: F.relu(x.clone(), inplace=True)),
+)
+
+
+def _domain(low: float | None, high: float | None, dtype: str, half_limit: float | None):
+    """The input domain in ``dtype``: the op's, narrowed to ``+-half_limit`` in float16."""
+    if dtype != "float16" or half_limit is None:
+        return low, high
+    return max(low if low is not None else -half_limit, -half_limit), min(high if high is not None else half_limit, half_limit)
+
+
+def _label(op: str, dtype: str) -> str:
+    return f"rel_mse:{op}:{dtype}"
+
+
+@pytest.mark.parametrize("op", UNARY, ids=[op.name for op in UNARY])
+@given(data=st.data())
+def test_unary(verify, op: Unary, dtype: str, data) -> None:
+    low, high = _domain(op.low, op.high, dtype, op.half_limit)
+    distributions = (*DISTRIBUTIONS, NONFINITE) if op.nonfinite else DISTRIBUTIONS
+    x = data.draw(tensors(shapes(), distributions=distributions, low=low, high=high, grid=dtype), label="x")
+    verdict = verify(op.fn, x, op=op.name, dtype=dtype)
+    hypothesis.target(verdict.value, label=_label(op.name, dtype))
+
+
+@pytest.mark.parametrize("op", BINARY, ids=[op.name for op in BINARY])
+@given(data=st.data())
+def test_binary_broadcast(verify, op: Binary, dtype: str, data) -> None:
+    shape = data.draw(shapes(), label="shape")
+    other_shape = data.draw(broadcastable_shapes(shape), label="other_shape")
+    if data.draw(st.booleans(), label="swap"):  # broadcasting from either side
+        shape, other_shape = other_shape, shape
+    low, high = _domain(None, None, dtype, op.half_limit)
+    x = data.draw(tensors(shape, low=low, high=high, grid=dtype), label="x")
+    other_low, other_high = _domain(op.other_low, None, dtype, op.half_limit)
+    y = data.draw(tensors(other_shape, low=other_low, high=other_high, grid=dtype), label="y")
+    verdict = verify(op.fn, x, y, op=op.name, dtype=dtype)
+    hypothesis.target(verdict.value, label=_label(op.name, dtype))
+
+
+@pytest.mark.parametrize("name, fn", SCALAR, ids=[name for name, _ in SCALAR])
+@given(data=st.data())
+def test_with_scalar(verify, name: str, fn: Callable, dtype: str, data) -> None:
+    x = data.draw(tensors(shapes(), low=-1e4, high=1e4, grid=dtype), label="x")
+    verdict = verify(fn, x, op=name, dtype=dtype)
+    hypothesis.target(verdict.value, label=_label(name, dtype))

@@ -1,0 +1,62 @@
+"""Matrix products: linear (with and without bias), addmm (alpha, beta), mm, bmm, matmul with
+broadcast batch dims; quantized (int8 / int16) Linear modules on the fused target."""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import hypothesis
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, strategies as st
+
+from mluverify.strategies import tensors
+
+HALF_INPUT_LIMIT = 30.0  # float16: |operand| bound so sums of up to 33 products fit
+QUANT_DISTRIBUTIONS = ("normal", "wide_uniform")  # per-tensor int8 on outliers exceeds 2 % by design
+sides = st.integers(1, 33)
+
+
+class Product(NamedTuple):
+    name: str
+    operand_shapes: Callable  # (m, k, n, batch) -> shapes of the operands
+    fn: Callable
+
+
+PRODUCTS = (
+    Product("linear", lambda m, k, n, b: ((b, m, k), (n, k), (n,)), F.linear),
+    Product("linear_no_bias", lambda m, k, n, b: ((m, k), (n, k)), F.linear),
+    Product("addmm", lambda m, k, n, b: ((n,), (m, k), (k, n)), torch.addmm),
+    Product("addmm_alpha_beta", lambda m, k, n, b: ((m, n), (m, k), (k, n)),
+            lambda c, x, y: torch.addmm(c, x, y, beta=0.5, alpha=2.0)),
+    Product("mm", lambda m, k, n, b: ((m, k), (k, n)), torch.mm),
+    Product("bmm", lambda m, k, n, b: ((b, m, k), (b, k, n)), torch.bmm),
+    Product("matmul_broadcast", lambda m, k, n, b: ((b, 1, m, k), (2, k, n)), torch.matmul),
+    Product("matmul_vector", lambda m, k, n, b: ((b, m, k), (k,)), torch.matmul),
+)
+
+
+@pytest.mark.parametrize("op", PRODUCTS, ids=[op.name for op in PRODUCTS])
+@given(data=st.data())
+def test_product(verify, op: Product, dtype: str, data) -> None:
+    m, k, n = (data.draw(sides, label=side) for side in "mkn")
+    batch = data.draw(st.integers(1, 3), label="batch")
+    limit = HALF_INPUT_LIMIT if dtype == "float16" else None
+    operands = [data.draw(tensors(shape, low=-limit if limit else None, high=limit, grid=dtype), label="operand")
+                for shape in op.operand_shapes(m, k, n, batch)]
+    verdict = verify(op.fn, *operands, op=op.name, dtype=dtype)
+    hypothesis.target(verdict.value, label=f"rel_mse:{op.name}:{dtype}")
+
+
+@pytest.mark.mlu_targets("mlu:cnml")
+@pytest.mark.parametrize("quant", ("int8", "int16"))
+@pytest.mark.parametrize("bias", (True, False), ids=("bias", "no_bias"))
+@given(data=st.data())
+def test_quantized_linear(verify, bias: bool, quant: str, dtype: str, data) -> None:
+    k, n = data.draw(sides, label="in_features"), data.draw(sides, label="out_features")
+    torch.manual_seed(data.draw(st.integers(0, 2**16), label="weight_seed"))
+    linear = torch.nn.Linear(k, n, bias=bias).eval()
+    x = data.draw(tensors((data.draw(st.integers(1, 8), label="rows"), k), distributions=QUANT_DISTRIBUTIONS,
+                          grid=dtype), label="x")
+    verdict = verify(linear, x, op="linear", dtype=dtype, quant=quant)
+    hypothesis.target(verdict.value, label=f"rel_mse:linear:{quant}:{dtype}")

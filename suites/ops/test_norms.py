@@ -1,0 +1,56 @@
+"""Normalisations: batch_norm (eval, running statistics), layer_norm, group_norm, with and
+without affine parameters (float16 computes in float32 on the device)."""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import hypothesis
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, strategies as st
+
+from mluverify.strategies import shapes, tensors
+
+
+def _groups(x: torch.Tensor) -> int:
+    return next(g for g in (3, 2, 1) if x.shape[1] % g == 0)
+
+
+class Norm(NamedTuple):
+    name: str
+    min_dims: int
+    fn: Callable  # fn(x, *stats, *affine)
+    stats: bool  # takes running mean and var (per channel)
+    affine_size: Callable[[torch.Tensor], int]  # length of weight / bias
+
+
+NORMS = (
+    Norm("batch_norm", 2, lambda x, mean, var, *wb: F.batch_norm(x, mean, var, *wb, training=False, eps=1e-5),
+         True, lambda x: x.shape[1]),
+    Norm("layer_norm", 1, lambda x, *wb: F.layer_norm(x, x.shape[-1:], *wb, eps=1e-5), False, lambda x: x.shape[-1]),
+    Norm("group_norm", 2, lambda x, *wb: F.group_norm(x, _groups(x), *wb, eps=1e-5), False, lambda x: x.shape[1]),
+)
+
+
+def _vector(data, size: int, grid: str, low: float | None = None, high: float | None = None) -> torch.Tensor:
+    return data.draw(tensors((size,), distributions=("normal",), low=low, high=high, grid=grid))
+
+
+def _params(data, op: Norm, x: torch.Tensor, affine: bool, grid: str) -> list[torch.Tensor]:
+    """Running statistics (when the op takes them), then weight and bias (when affine)."""
+    params = []
+    if op.stats:
+        params += [_vector(data, x.shape[1], grid), _vector(data, x.shape[1], grid, low=0.1, high=4.0)]
+    if affine:
+        params += [_vector(data, op.affine_size(x), grid), _vector(data, op.affine_size(x), grid)]
+    return params
+
+
+@pytest.mark.parametrize("affine", (True, False), ids=("affine", "plain"))
+@pytest.mark.parametrize("op", NORMS, ids=[op.name for op in NORMS])
+@given(data=st.data())
+def test_norm(verify, op: Norm, affine: bool, dtype: str, data) -> None:
+    x = data.draw(tensors(shapes(min_dims=op.min_dims, min_side=2), low=-1e3, high=1e3, grid=dtype), label="x")
+    verdict = verify(op.fn, x, *_params(data, op, x, affine, dtype), op=op.name, dtype=dtype)
+    hypothesis.target(verdict.value, label=f"rel_mse:{op.name}:{dtype}")

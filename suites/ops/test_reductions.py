@@ -1,0 +1,48 @@
+"""Reductions and softmax over a drawn dim: sum / mean / var / std / max / min / argmax /
+argmin / softmax / log_softmax (float16 accumulates in float32 on the device)."""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import hypothesis
+import pytest
+import torch
+from hypothesis import given, strategies as st
+
+from mluverify.strategies import shapes, tensors
+
+
+class Reduction(NamedTuple):
+    name: str
+    fn: Callable  # fn(x, dim)
+    half_limit: float  # |input| bound in float16 so the result fits (sums of up to 9**4 values)
+
+
+REDUCTIONS = (
+    Reduction("sum", lambda x, dim: torch.sum(x), 5.0),
+    Reduction("sum_dim", lambda x, dim: torch.sum(x, dim), 1e3),
+    Reduction("sum_dim_keepdim", lambda x, dim: torch.sum(x, dim, keepdim=True), 1e3),
+    Reduction("mean", lambda x, dim: torch.mean(x), 6e4),
+    Reduction("mean_dim", lambda x, dim: torch.mean(x, dim), 6e4),
+    Reduction("var", lambda x, dim: torch.var(x, dim, unbiased=False), 100.0),
+    Reduction("var_unbiased", lambda x, dim: torch.var(x), 100.0),
+    Reduction("std", lambda x, dim: torch.std(x, dim), 100.0),
+    Reduction("max", lambda x, dim: torch.max(x), 6e4),
+    Reduction("min", lambda x, dim: torch.min(x), 6e4),
+    Reduction("max_dim", lambda x, dim: torch.max(x, dim), 6e4),
+    Reduction("min_dim", lambda x, dim: torch.min(x, dim, keepdim=True), 6e4),
+    Reduction("argmax", lambda x, dim: torch.argmax(x, dim), 6e4),
+    Reduction("argmin", lambda x, dim: torch.argmin(x, dim), 6e4),
+    Reduction("softmax", lambda x, dim: torch.softmax(x, dim), 6e4),
+    Reduction("log_softmax", lambda x, dim: torch.log_softmax(x, dim), 6e4),
+)
+
+
+@pytest.mark.parametrize("op", REDUCTIONS, ids=[op.name for op in REDUCTIONS])
+@given(data=st.data())
+def test_reduction(verify, op: Reduction, dtype: str, data) -> None:
+    limit = op.half_limit if dtype == "float16" else None
+    x = data.draw(tensors(shapes(), low=-limit if limit else None, high=limit, grid=dtype), label="x")
+    dim = data.draw(st.integers(-x.dim(), x.dim() - 1), label="dim")
+    verdict = verify(lambda t: op.fn(t, dim), x, op=op.name, dtype=dtype)
+    hypothesis.target(verdict.value, label=f"rel_mse:{op.name}:{dtype}")

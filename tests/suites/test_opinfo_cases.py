@@ -1,0 +1,58 @@
+"""The OpInfo case source: which op_db entries reach a claimed op, and the cases it yields."""
+from __future__ import annotations
+
+import pytest
+
+from mluverify.plugin_manager import new_plugin_manager
+from mluverify.plugins.opinfo_cases import OpInfoSource, _in_namespaces, base_name
+
+
+@pytest.mark.parametrize("op, expected", [
+    ("aten::add_.Tensor", "add"), ("aten::_softmax", "softmax"), ("aten::relu", "relu"),
+    ("permute", "permute"), ("mluverify::quant_conv", "quant_conv"),
+])
+def test_base_name(op: str, expected: str) -> None:
+    assert base_name(op) == expected
+
+
+@pytest.mark.parametrize("name, kept", [
+    ("add", True), ("nn.functional.conv2d", True), ("masked.sum", False), ("sparse.mm", False),
+    ("linalg.norm", False),
+])
+def test_only_torch_level_entries(name: str, kept: bool) -> None:
+    assert _in_namespaces(name) is kept
+
+
+def test_the_hook_contributes_the_opinfo_source() -> None:
+    sources = [s for answer in new_plugin_manager().hook.mluverify_case_sources() for s in answer]
+    assert [s.name for s in sources] == ["opinfo"]
+
+
+def test_cases_reach_claimed_ops_through_composites_and_are_deterministic() -> None:
+    source = OpInfoSource(max_samples=4)
+    first = list(source.cases(["aten::convolution_overrideable", "aten::relu"]))
+    names = {case.op for case in first}
+    assert {"nn.functional.conv2d", "nn.functional.relu", "nn.functional.conv_transpose2d"} <= names
+    assert not any(name.startswith("masked.") for name in names)
+    assert all(sum(c.op == name for c in first) <= 4 for name in names)
+    again = list(OpInfoSource(max_samples=4).cases(["aten::convolution_overrideable", "aten::relu"]))
+    assert [c.case_name for c in again] == [c.case_name for c in first]
+    assert all(a.input.equal(b.input) for a, b in zip(first, again) if hasattr(a.input, "equal"))
+
+
+def test_interpolate_variants_map_to_the_mode_they_run() -> None:
+    names = {case.op for case in OpInfoSource(max_samples=1).cases(["aten::upsample_nearest2d"])}
+    assert "nn.functional.interpolate.nearest" in names
+    assert not {"nn.functional.interpolate.bicubic", "nn.functional.interpolate.area"} & names
+
+
+def test_loading_op_db_keeps_the_hypothesis_profile() -> None:
+    """torch's common_utils loads its own hypothesis profile on first import (a fresh process)."""
+    import subprocess
+    import sys
+
+    script = ("from hypothesis import settings; settings.register_profile('mine', max_examples=3); "
+              "settings.load_profile('mine'); from mluverify.plugins.opinfo_cases import OpInfoSource; "
+              "OpInfoSource().entries(['aten::relu']); print(settings.get_current_profile_name())")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["mine"]
