@@ -15,7 +15,13 @@ from mluverify.device.quantization import (
 
 import quant_reference as reference
 
-torch.set_grad_enabled(False)
+
+
+@pytest.fixture(autouse=True)
+def _inference():
+    """Quantized layers are inference-only; a module-level switch would leak into other files."""
+    with torch.no_grad():
+        yield
 
 LAYERS = {
     "conv1d": (lambda: nn.Conv1d(3, 4, 3, stride=2, padding=1), (2, 3, 11)),
