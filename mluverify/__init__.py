@@ -9,6 +9,7 @@ from __future__ import annotations
 from mluverify.backends import Backend, BackendRegistry, Execution
 from mluverify.case import Case, Target
 from mluverify.compare import Tolerance, Verdict, assert_close, compare, metrics
+from mluverify.config import matches_case_id
 from mluverify.errors import ConfigError, InvalidArgument, MluverifyError, PluginError, RecordsError
 from mluverify.hookspecs import hookimpl
 from mluverify.pytest_plugin import (
@@ -25,5 +26,5 @@ __version__ = "0.1.0"
 __all__ = [
     "Backend", "BackendRegistry", "Case", "ConfigError", "Execution", "InvalidArgument",
     "MluverifyError", "PluginError", "RecordsError", "Target", "Tolerance", "Verdict",
-    "__version__", "assert_close", "compare", "hookimpl", "metrics",
+    "__version__", "assert_close", "compare", "hookimpl", "matches_case_id", "metrics",
 ]

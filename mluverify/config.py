@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,19 @@ def _typed(table: Mapping[str, Any], key: str, kind, default, source: str):
     if not isinstance(value, kind) or isinstance(value, bool):
         raise ConfigError(f"{source}: [tool.mluverify] {key} = {value!r} has the wrong type")
     return value
+
+
+def case_id_regex(pattern: str) -> str:
+    """A regular expression for a case-id glob where only ``*`` (any text) and ``?`` (one
+    character) are special: ``[`` and ``]`` are literal, as in parametrized ids like
+    ``test_x.py::test_y[mlu:cnml-int8]``."""
+    parts = (re.escape(piece) for piece in re.split(r"([*?])", pattern))
+    return "".join({"\\*": ".*", "\\?": "."}.get(part, part) for part in parts) + r"\Z"
+
+
+def matches_case_id(pattern: str, case_id: str) -> bool:
+    """Whether ``case_id`` matches the glob ``pattern`` (see ``case_id_regex``)."""
+    return re.match(case_id_regex(pattern), case_id) is not None
 
 
 def parse_waivers(entries: Mapping[str, Any], source: str = "[tool.mluverify.waivers]") -> dict[str, Waiver]:

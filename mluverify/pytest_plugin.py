@@ -7,7 +7,6 @@ are forwarded to mluverify's own plugin manager.
 """
 from __future__ import annotations
 
-import fnmatch
 import shutil
 from pathlib import Path
 from typing import Any, Callable
@@ -15,7 +14,7 @@ from typing import Any, Callable
 import pytest
 
 from mluverify.case import Case, Target
-from mluverify.config import Settings, Waiver, load_settings, make_waiver
+from mluverify.config import Settings, Waiver, load_settings, make_waiver, matches_case_id
 from mluverify.errors import MluverifyError
 from mluverify.session import Session
 
@@ -218,7 +217,7 @@ def _waiver_for(item: pytest.Item, case_id: str, settings: Settings) -> Waiver |
         fields = dict(zip(("reason", "until"), marker.args), **marker.kwargs)
         return make_waiver(fields.get("reason"), fields.get("until"), where=f"mlu_waiver on {item.nodeid}")
     for pattern, waiver in settings.waivers.items():
-        if fnmatch.fnmatchcase(case_id, pattern):
+        if matches_case_id(pattern, case_id):
             return waiver
     return None
 

@@ -15,7 +15,6 @@ marker (``waived``) or an unexpired configured waiver's glob matches its case id
 from __future__ import annotations
 
 import datetime as dt
-import fnmatch
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -118,11 +117,13 @@ def _detail(row: "pd.Series", regress_factor: float) -> str:
 def waiver_reasons(findings: "pd.DataFrame", waivers: "Mapping[str, Waiver]", today: dt.date) -> "pd.Series":
     """Per finding, the waiver that covers it (marker first, then the first matching unexpired
     configured waiver), or ``""``."""
+    from mluverify.config import case_id_regex
+
     reasons = findings["waiver"].copy()
     for pattern, waiver in waivers.items():
         if waiver.expired(today):
             continue
-        matches = findings["case_id"].str.match(fnmatch.translate(pattern)).fillna(False) & (reasons == "")
+        matches = findings["case_id"].str.match(case_id_regex(pattern)).fillna(False) & (reasons == "")
         reasons[matches] = f"{pattern}: {waiver.reason} (until {waiver.until.isoformat()})"
     return reasons
 

@@ -7,12 +7,13 @@ expiry date, in ``waivers.toml`` beside this file and applied as ``mlu_waiver`` 
 """
 from __future__ import annotations
 
-import fnmatch
 import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+
+from mluverify import matches_case_id
 
 # Claimed by the device without a kernel of their own: torch's generic implementations run them
 # on device memory (see mluverify.plugins.mlu_cnnl_kernels).
@@ -44,7 +45,7 @@ def _params() -> list:
     params = []
     for case in _opinfo_source().cases(_claimed_ops()):
         marks = [pytest.mark.mlu_waiver(w["reason"], w["until"])
-                 for pattern, w in waivers.items() if fnmatch.fnmatchcase(case.case_name, pattern)][:1]
+                 for pattern, w in waivers.items() if matches_case_id(pattern, case.case_name)][:1]
         params.append(pytest.param(case, id=case.case_name, marks=marks))
     return params
 

@@ -80,3 +80,4 @@ def test_unknown_columns_and_unwritable_dirs_are_named(tmp_path):
         records.ShardWriter(blocker / "run")
     with pytest.raises(RecordsError, match="does not exist"):
         records.merge(tmp_path / "nowhere")
+

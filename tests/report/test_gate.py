@@ -72,7 +72,7 @@ def test_marker_waiver_reports_but_does_not_block():
 
 
 def test_configured_waiver_matches_case_id_globs():
-    waivers = {"t[[]a*": Waiver("known fp16 issue", dt.date(2026, 12, 31))}
+    waivers = {"t[a*": Waiver("known fp16 issue", dt.date(2026, 12, 31))}
     result = gate([make_record("t[a1]", 0.004), make_record("t[b]", 0.004)], waivers=waivers)
     assert rules(result) == [("fails tolerance", "t[b]")]
     waived = result.findings[result.findings["waiver"] != ""]
