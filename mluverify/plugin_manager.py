@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
 from typing import Any, Iterable
 
 import pluggy
@@ -49,12 +50,23 @@ def register(pm: pluggy.PluginManager, plugin: Any) -> None:
         if pm.get_plugin(plugin) is not None:
             return
         try:
-            module = importlib.import_module(plugin)
+            plugin_object, name = importlib.import_module(plugin), plugin
         except ImportError as exc:
             raise PluginError(f"cannot import mluverify plugin {plugin!r}: {exc}") from exc
-        pm.register(module, name=plugin)
-    elif not pm.is_registered(plugin):
-        pm.register(plugin)
+    else:
+        if pm.is_registered(plugin):
+            return
+        plugin_object, name = plugin, None
+    pm.register(plugin_object, name=name)
+    _reload_device_kernels(pm, plugin_object)
+
+
+def _reload_device_kernels(pm: pluggy.PluginManager, plugin: Any) -> None:
+    """A kernel plugin registered after the emulated device loaded its kernels (``-p plugin``,
+    a conftest.py) makes the device load them again, so its overrides take effect."""
+    device = sys.modules.get("mluverify.device")
+    if device is not None and hasattr(plugin, "mluverify_device_kernels") and pm is get_plugin_manager():
+        device.reload_kernels()
 
 
 @functools.lru_cache(maxsize=1)

@@ -68,9 +68,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _new_session(config: pytest.Config, settings: Settings) -> Session:
-    from mluverify.plugin_manager import new_plugin_manager
+    from mluverify.plugin_manager import get_plugin_manager, register
 
-    pm = new_plugin_manager(extra=_mluverify_plugins(config.pluginmanager.get_plugins()))
+    # The process-wide manager: the emulated device takes its kernels from it too.
+    pm = get_plugin_manager()
+    for plugin in _mluverify_plugins(config.pluginmanager.get_plugins()):
+        register(pm, plugin)
     run_dir = Path(config.getoption("mlu_report") or config.rootpath / settings.report_dir)
     if _is_worker(config):
         return Session(pm, settings, run_dir, run_id=config.workerinput["mluverify_run_id"],
@@ -117,8 +120,10 @@ class _PluginForwarder:
         self.session = session
 
     def pytest_plugin_registered(self, plugin: Any) -> None:
-        if _mluverify_plugins([plugin]) and not self.session.pm.is_registered(plugin):
-            self.session.pm.register(plugin)
+        from mluverify.plugin_manager import register
+
+        if _mluverify_plugins([plugin]):
+            register(self.session.pm, plugin)
 
 
 @pytest.hookimpl(optionalhook=True)

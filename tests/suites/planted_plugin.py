@@ -9,12 +9,9 @@ Overrides through ``mluverify_device_kernels`` (registered after the built-ins, 
 * ``aten::max_pool2d_with_indices``: the window is one element too large on the bottom/right
   edge (same output shape).
 
-Loaded with ``-p planted_plugin``. The emulated device asks the process-wide plugin manager for
-its kernels, so ``pytest_configure`` also registers this module there and reloads the kernels.
+Loaded with ``-p planted_plugin``, like any third-party mluverify plugin.
 """
 from __future__ import annotations
-
-import sys
 
 from mluverify import hookimpl
 
@@ -64,12 +61,3 @@ def mluverify_device_kernels(registry) -> None:
     registry.register("aten::mul.Tensor", _mul_scaled)
     registry.register("aten::max_pool2d_with_indices", _max_pool2d_window_plus_one)
 
-
-def pytest_configure(config) -> None:
-    import mluverify.device as md
-    from mluverify.plugin_manager import get_plugin_manager
-
-    pm, plugin = get_plugin_manager(), sys.modules[__name__]
-    if not pm.is_registered(plugin):
-        pm.register(plugin)
-    md.reload_kernels()
