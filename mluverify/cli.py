@@ -32,7 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after "--" is passed on untouched (to pytest, or to an exec'd script).
+    passthrough: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, passthrough = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
+    args.passthrough = passthrough
     try:
         return int(args.func(args) or 0)
     except MluverifyError as exc:

@@ -16,4 +16,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from mluverify.compat import exec_script
 
-    return exec_script(args.script, args.args)
+    return exec_script(args.script, [*args.args, *getattr(args, "passthrough", [])])

@@ -18,7 +18,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--report", default=None, metavar="DIR", help="report directory")
     parser.add_argument("--workers", default="auto",
                         help="pytest-xdist workers: a number, 'auto' (all cores) or 0 for none")
-    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then arguments for pytest")
     parser.set_defaults(func=run)
 
 
@@ -30,7 +29,7 @@ def pytest_arguments(args: argparse.Namespace) -> list[str]:
         argv.append(f"--mlu-report={args.report}")
     if str(args.workers) != "0":
         argv += ["-n", str(os.cpu_count() if args.workers == "auto" else args.workers)]
-    return argv + [a for a in args.pytest_args if a != "--"]
+    return argv + list(getattr(args, "passthrough", []))
 
 
 def run(args: argparse.Namespace) -> int:
