@@ -149,3 +149,21 @@ def test_factories_outside_the_groups_create_device_tensors():
     fused = fuse(copy.deepcopy(model).to("mlu"), (x.to("mlu"),))
     verdict = compare(fused(x.to("mlu")).cpu(), model(x), mode="cnml")
     assert verdict.passed, verdict.reason
+
+
+class _MaskedSelect(torch.nn.Module):
+    def forward(self, x, mask):
+        return torch.masked_select(x, mask)
+
+
+def test_a_captured_shape_assumption_that_fails_at_run_time_falls_back_to_layer_by_layer():
+    # torch.export assumes masked_select returns at most x.numel() values; a broadcast mask
+    # selects more (here up to 30 of 10), so the captured graph's assertion fails on real data.
+    x, mask = torch.randn(10), torch.ones(3, 10, dtype=torch.bool)
+    fused = fuse(_MaskedSelect(), (x.to("mlu"), mask.to("mlu")))
+    with pytest.warns(UserWarning, match="does not hold for these inputs"):
+        out = fused(x.to("mlu"), mask.to("mlu")).cpu()
+    assert torch.equal(out, torch.masked_select(x, mask))
+    (fallback,) = fusion_summary(fused).fallbacks
+    assert fallback.runs_on == "layer-by-layer" and "u0 <= 10" in fallback.reason
+    assert torch.equal(fused(x.to("mlu"), mask.to("mlu")).cpu(), out)  # and stays so, quietly

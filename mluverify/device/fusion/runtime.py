@@ -73,18 +73,36 @@ class FusionRuntime:
         if not _device.fusion_enabled():
             return self.layer_by_layer(*inputs)
         entry = self.program(inputs)
-        if isinstance(entry, CaptureError):
-            self._layer_by_layer_calls += 1
-            return self.layer_by_layer(*inputs)
-        with _device.per_op_kernels() as cpu_fallbacks:
-            outputs = entry(*inputs)
-        self._cpu_fallbacks.update(cpu_fallbacks)
-        return outputs
+        if not isinstance(entry, CaptureError):
+            try:
+                with _device.per_op_kernels() as cpu_fallbacks:
+                    outputs = entry(*inputs)
+                self._cpu_fallbacks.update(cpu_fallbacks)
+                return outputs
+            except RuntimeError as exc:
+                entry = self._demote(inputs, exc)
+        self._layer_by_layer_calls += 1
+        return self.layer_by_layer(*inputs)
+
+    def _demote(self, inputs: tuple, exc: RuntimeError) -> CaptureError:
+        """A captured graph whose shape assumption (a runtime assertion torch.export inserted for a
+        data-dependent size, e.g. ``masked_select`` with a broadcast mask) fails on real data was
+        not a faithful capture: these inputs run layer by layer from now on, with the reason."""
+        if "Runtime assertion failed" not in str(exc):
+            raise exc
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        error = CaptureError(f"captured graph of {type(self.model).__name__} does not hold for these inputs: {first_line}")
+        warnings.warn(f"fusion falls back to layer-by-layer execution: {error.reason}", stacklevel=3)
+        self._programs[self._key(inputs, current_settings())] = self._last = error
+        return error
+
+    def _key(self, inputs: tuple, settings: FusionSettings) -> tuple:
+        return (signature(inputs), settings, _device.matmul_mantissa_bits())
 
     def program(self, inputs: tuple, settings: FusionSettings | None = None) -> FusedProgram | CaptureError:
         """The program for ``inputs`` (built on a cache miss), or the capture error it met."""
         settings = current_settings() if settings is None else settings
-        key = (signature(inputs), settings, _device.matmul_mantissa_bits())
+        key = self._key(inputs, settings)
         entry = self._programs.get(key)
         if entry is None:
             self._stats = CacheStats(self._stats.hits, self._stats.misses + 1)
