@@ -39,6 +39,9 @@ def _mixed(op_name: str, t: torch.Tensor) -> MixedDeviceError:
     )
 
 
+_WRAPPED_NUMBER_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+
+
 class OpRunner:
     """Runs one ATen overload on CPU aliases of its ``mlu`` arguments and wraps the results.
 
@@ -47,7 +50,7 @@ class OpRunner:
     the ``mlu`` argument itself; view returns become ``mlu`` views of the argument's storage).
     """
 
-    __slots__ = ("name", "_writes", "_out_names", "_return_alias", "_return_is_view")
+    __slots__ = ("name", "_writes", "_out_names", "_return_alias", "_return_is_view", "_tensor_positions")
 
     def __init__(self, op: torch._ops.OpOverload) -> None:
         schema = op._schema
@@ -76,12 +79,18 @@ class OpRunner:
             views.append(target is not None and not info.is_write)
         self._return_alias = tuple(aliases)
         self._return_is_view = tuple(views)
+        self._tensor_positions = frozenset(
+            i for i, a in enumerate(schema.arguments) if isinstance(a.type, torch.TensorType))
 
     def unwrap(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, bool]:
         """CPU aliases for ``mlu`` tensors; the flag says whether any tensor is complex."""
         complex_seen = False
         cpu_args = []
-        for value in args:
+        for position, value in enumerate(args):
+            if position in self._tensor_positions and isinstance(value, (bool, int, float, complex)):
+                # The dispatcher hands Python a wrapped-number tensor (``x % 8``) as a plain
+                # number; the CPU op's schema wants a tensor back.
+                value = torch.scalar_tensor(value, dtype=_WRAPPED_NUMBER_DTYPES[type(value)])
             value, seen = self._unwrap_value(value)
             complex_seen |= seen
             cpu_args.append(value)

@@ -101,3 +101,15 @@ def test_fallbacks_of_backward_ops_on_autograd_threads_are_tracked():
         torch.relu(x).sum().backward()
     assert "aten::threshold_backward.grad_input" in fb.ops
     assert torch.equal(x.grad.cpu(), (x.detach().cpu() > 0).float())
+
+
+@pytest.mark.parametrize("make, divisor", [
+    (lambda: torch.arange(7), 3),
+    (lambda: torch.linspace(-3, 3, 9), 0.75),
+])
+def test_a_fallback_op_with_a_python_scalar_operand_matches_the_cpu(make, divisor):
+    # The dispatcher passes `x % 3`'s scalar as a number where the schema wants a tensor.
+    x = make()
+    on_mlu = x.to("mlu") % divisor
+    assert on_mlu.dtype == (x % divisor).dtype
+    assert torch.equal(on_mlu.cpu(), x % divisor)
