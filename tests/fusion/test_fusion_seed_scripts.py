@@ -1,34 +1,18 @@
 """The fused-inference chapter's scripts run unchanged through the compat layer, fused."""
 from __future__ import annotations
 
-import random
-import runpy
-from pathlib import Path
 
 import pytest
 import torch
 
-from mluverify import compat
 from mluverify.compare import compare
 from mluverify.device.fusion import fusion_summary
 
 # The scripts call torch.jit.trace verbatim, which torch marks deprecated.
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
-SCRIPTS = Path(__file__).parent / "seed_scripts"
 SEED_OPS = {"aten::convolution", "aten::_native_batch_norm_legit_no_training", "aten::relu",
             "aten::add.Tensor", "aten::max_pool2d", "aten::transpose.int"}
-
-
-@pytest.fixture
-def run_seed_script():
-    """Run a script from ``seed_scripts``; returns its globals."""
-    compat.install()
-    grad_enabled = torch.is_grad_enabled()
-    random.seed(0)
-    torch.manual_seed(0)
-    yield lambda name: runpy.run_path(str(SCRIPTS / name), run_name="__main__")
-    torch.set_grad_enabled(grad_enabled)  # the scripts switch autograd off globally
 
 
 def test_conv_single_op(run_seed_script):

@@ -1,29 +1,12 @@
 """The vendor document's quantization scripts run unchanged through the compat layer."""
 from __future__ import annotations
 
-import random
-import runpy
-from pathlib import Path
 
 import pytest
 import torch
 
-from mluverify import compat
 from mluverify.compare import compare
 
-SCRIPTS = Path(__file__).parent / "seed_scripts"
-
-
-@pytest.fixture
-def run_seed_script(monkeypatch, tmp_path):
-    """Run a script from ``seed_scripts`` in a fresh directory; returns its globals."""
-    monkeypatch.chdir(tmp_path)  # the scripts save .pth files in the working directory
-    compat.install()
-    grad_enabled = torch.is_grad_enabled()
-    random.seed(0)
-    torch.manual_seed(0)
-    yield lambda name: runpy.run_path(str(SCRIPTS / name), run_name="__main__")
-    torch.set_grad_enabled(grad_enabled)  # the scripts switch autograd off globally
 
 
 def test_mnist_quickstart_with_firstconv(run_seed_script):
