@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify test bench venv
+.PHONY: verify test gate bench venv
 
 venv: $(STAMP)
 
@@ -17,6 +17,10 @@ $(STAMP): pyproject.toml constraints.txt
 
 verify: $(STAMP)
 	$(BIN)/mluverify run
+
+# The default suites against the committed baseline; fails on any regression (CI runs it).
+gate: $(STAMP)
+	$(BIN)/mluverify run -- --mlu-baseline reports/baseline --mlu-gate
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

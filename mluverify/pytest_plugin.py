@@ -248,11 +248,8 @@ def _line_writer(terminal: Any) -> Callable[[str], None]:
     if terminal is None:
         return print
 
-    def write(text: str) -> None:
-        terminal.ensure_newline()  # after the progress dots, not on their line
-        terminal.write_line(text)
-
-    return write
+    terminal.write_line("")  # off the progress line (xdist's reporter does not track it)
+    return terminal.write_line
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

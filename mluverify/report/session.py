@@ -85,8 +85,10 @@ def _gate(frame: "pd.DataFrame", base: "pd.DataFrame | None", regress_factor: fl
 
 
 def _run_line(frame: "pd.DataFrame", run_dir: Path) -> str:
-    failed = int((~frame["passed"].fillna(False).astype(bool)).sum())
-    return f"mluverify: {len(frame)} records, {failed} failed; report: {run_dir / 'report.html'}"
+    passed = frame["passed"].fillna(False).astype(bool)
+    waived = frame["waived"].fillna(False).astype(bool)
+    return (f"mluverify: {len(frame)} records, {int((~passed & ~waived).sum())} failed, "
+            f"{int((~passed & waived).sum())} waived; report: {run_dir / 'report.html'}")
 
 
 def _print_gate(result: "GateResult", run_dir: Path, terminal_write: Callable[[str], None]) -> int:
