@@ -49,7 +49,6 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-@pytest.hookimpl(tryfirst=True)  # before junitxml reads --junitxml, so the report dir gets one
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
@@ -63,8 +62,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[settings_key] = settings
     config.stash[session_key] = session
     config.pluginmanager.register(_PluginForwarder(session), "mluverify-forwarder")
-    if not _is_worker(config) and not config.option.xmlpath:
-        config.option.xmlpath = str(session.run_dir / "junit.xml")
 
 
 def _new_session(config: pytest.Config, settings: Settings) -> Session:

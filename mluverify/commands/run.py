@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
+
+from mluverify.config import load_settings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -15,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("paths", nargs="*", default=["suites"], help="suite paths (default: suites)")
     parser.add_argument("--target", action="append", default=[], metavar="BACKEND:MODE",
                         help="target (repeatable); default: [tool.mluverify] targets")
-    parser.add_argument("--report", default=None, metavar="DIR", help="report directory")
+    parser.add_argument("--report", default=None, metavar="DIR",
+                        help="report directory (default: [tool.mluverify] report_dir); JUnit XML goes there too")
     parser.add_argument("--workers", default="auto",
                         help="pytest-xdist workers: a number, 'auto' (all cores) or 0 for none")
     parser.set_defaults(func=run)
@@ -25,8 +29,8 @@ def pytest_arguments(args: argparse.Namespace) -> list[str]:
     """The pytest command line ``mluverify run`` stands for."""
     argv = ["-p", "mluverify", *args.paths]
     argv += [f"--mlu-target={target}" for target in args.target]
-    if args.report:
-        argv.append(f"--mlu-report={args.report}")
+    report = args.report or load_settings(Path("pyproject.toml")).report_dir
+    argv += [f"--mlu-report={report}", f"--junitxml={report}/junit.xml"]
     if str(args.workers) != "0":
         argv += ["-n", str(os.cpu_count() if args.workers == "auto" else args.workers)]
     return argv + list(getattr(args, "passthrough", []))

@@ -10,7 +10,7 @@ def parse(*argv):
 def test_run_options_may_follow_the_paths():
     args = parse("run", "suites/ops", "--report", "out", "--target", "mlu:cnnl", "--workers", "0")
     assert pytest_arguments(args) == ["-p", "mluverify", "suites/ops", "--mlu-target=mlu:cnnl",
-                                      "--mlu-report=out"]
+                                      "--mlu-report=out", "--junitxml=out/junit.xml"]
 
 
 def test_arguments_after_double_dash_go_to_pytest(monkeypatch):
