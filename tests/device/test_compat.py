@@ -4,69 +4,27 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-# The single-op examples of seeds/000 (conv, ReLU) and the add example of seeds/003, verbatim,
-# followed by a check against the CPU computed independently in the same script.
-SCRIPTS = {
-    "conv": """
-        import torch
-        import torch_mlu
-        import torch.nn as nn
-        import torch_mlu.core.mlu_model as ct
+SEED_SCRIPTS = REPO / "tests" / "seed_scripts"
 
-        ct._jit_override_can_fuse_on_mlu(True)
-        torch.set_grad_enabled(False)
-
-        class Net(nn.Module):
-            def __init__(self):
-                super(Net, self).__init__()
-                self.conv = nn.Conv2d(1, 1, 3)
-
-            def forward(self, x):
-                return self.conv(x)
-
-        n = Net().eval().float()
-        example_forward_input = torch.rand(1, 1, 3, 3)
-
-        module = torch.jit.trace(n, example_forward_input)
-        input = torch.randn((1,1,28,28), dtype=torch.float)
-        input_mlu = input.to("mlu")
-        module.to("mlu")
-        out_mlu = module(input_mlu)
-        out_cpu = out_mlu.cpu()
-        assert out_mlu.device.type == "mlu"
-        torch.testing.assert_close(out_cpu, n(input))
-        print("OK conv", tuple(out_cpu.shape))
-    """,
-    "relu": """
-        import torch
-        import torch_mlu
-        torch.set_grad_enabled(False)
-        input = torch.randn(4,10,dtype=torch.float)
-        relu = torch.nn.ReLU().float().eval()
-        module = torch.jit.trace(relu, input)
-        relu_mlu = module.to("mlu")
-        out_mlu = relu_mlu(input.to("mlu"))
-        out_cpu = out_mlu.cpu()
-        assert torch.equal(out_cpu, input.clamp(min=0))
-        print("OK relu", tuple(out_cpu.shape))
-    """,
-    "add": """
-        import torch
-        import torch_mlu.core.mlu_model as ct
-        a = torch.rand((1,3,224,224), dtype=torch.float)
-        b = torch.rand((1,3,224,224), dtype=torch.float)
-        out_mlu = a.to(ct.mlu_device()) + b.to(ct.mlu_device())
-        out_cpu = out_mlu.cpu()
-        assert torch.equal(out_cpu, a + b)
-        print("OK add", tuple(out_cpu.shape))
-    """,
+# The seeds' single-op examples (000: conv, ReLU) and the add example (003), run unchanged by a
+# wrapper under `mluverify exec`, then checked against the CPU computed independently.
+CHECKS = {
+    "conv_single_op.py": """
+assert seed["out_mlu"].device.type == "mlu"
+torch.testing.assert_close(seed["out_cpu"], seed["n"](seed["input"]))
+""",
+    "relu_single_op.py": """
+assert torch.equal(seed["out_cpu"], seed["input"].clamp(min=0))
+""",
+    "add.py": """
+assert torch.equal(seed["out_cpu"], seed["a"] + seed["b"])
+""",
 }
 
 
@@ -75,11 +33,12 @@ def _env(**extra):
     return env
 
 
-@pytest.mark.parametrize("name", sorted(SCRIPTS))
+@pytest.mark.parametrize("name", sorted(CHECKS))
 def test_seed_scripts_run_unchanged_under_mluverify_exec(name, tmp_path):
-    script = tmp_path / f"{name}.py"
-    script.write_text(textwrap.dedent(SCRIPTS[name]))
-    done = subprocess.run([sys.executable, "-m", "mluverify.cli", "exec", str(script)],
+    wrapper = tmp_path / "run_seed.py"
+    wrapper.write_text(f"import runpy, torch\nseed = runpy.run_path({str(SEED_SCRIPTS / name)!r})\n"
+                       + CHECKS[name] + f"print('OK {name}')\n")
+    done = subprocess.run([sys.executable, "-m", "mluverify.cli", "exec", str(wrapper)],
                           capture_output=True, text=True, env=_env(), timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"OK {name}" in done.stdout
