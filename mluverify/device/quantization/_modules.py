@@ -105,6 +105,13 @@ class _QuantizedLayer:
             self.input_mean = torch.tensor(settings.qconfig.mean, device=self.weight.device) * 255
             self.input_std = torch.tensor(settings.qconfig.std, device=self.weight.device) * 255
 
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        """Calibrate on CPU passes (gen_quant); compute in float until quantization parameters
+        exist, then through the quantized op (float on the CPU, exact integers on mlu)."""
+        self._observe(input)
+        params = self._device_qparams(input)
+        return self._float_forward(input) if params is None else self._quantized_forward(input, params)
+
     def _observe(self, input: torch.Tensor) -> None:
         """Calibrate on a CPU pass: update the input range, then every scale buffer."""
         if self.observer is None or input.device.type != "cpu" or not self.observer.observe(input):
@@ -177,11 +184,10 @@ class MLULinear(_QuantizedLayer, nn.Linear):
         layer._adopt(module, settings)
         return layer
 
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        self._observe(input)
-        params = self._device_qparams(input)
-        if params is None:
-            return F.linear(input, self.weight, self.bias)
+    def _float_forward(self, input: torch.Tensor) -> torch.Tensor:
+        return F.linear(input, self.weight, self.bias)
+
+    def _quantized_forward(self, input: torch.Tensor, params: QParams) -> torch.Tensor:
         return quant_linear(input, self.weight, self.bias, params.input_scale, params.weight_scales,
                             params.qmax)
 
@@ -198,11 +204,10 @@ class _MLUConvNd(_QuantizedLayer):
         layer._adopt(module, settings)
         return layer
 
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        self._observe(input)
-        params = self._device_qparams(input)
-        if params is None:
-            return self._conv_forward(input, self.weight, self.bias)
+    def _float_forward(self, input: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(input, self.weight, self.bias)
+
+    def _quantized_forward(self, input: torch.Tensor, params: QParams) -> torch.Tensor:
         # Raw pixels are normalised only on the device; CPU inputs come normalised already.
         firstconv = input.device.type != "cpu" and params.mean is not None
         input, padding = self._explicitly_padded(input, firstconv)
