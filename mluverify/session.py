@@ -76,8 +76,9 @@ class Session:
         """
         _, backend = self.resolve(case.target)
         started = time.perf_counter()
+        device_args = cast_floating(args, case.dtype)
         try:
-            execution = backend.execute(fn, cast_floating(args, case.dtype), dict(kwargs), case=case)
+            execution = backend.execute(fn, device_args, dict(kwargs), case=case)
             expected = fn(*args, **kwargs)
             verdict = compare(as_reference_dtype(execution.output, case.dtype), expected,
                               tolerance=self.tolerance(case, tolerance), extra_metrics=self.extra_metrics)
@@ -87,7 +88,7 @@ class Session:
             raise
         duration_s = time.perf_counter() - started
         if self.dump_failures and not verdict.passed:
-            dumped = self._dump(backend, fn, cast_floating(args, case.dtype), kwargs, case)
+            dumped = self._dump(backend, fn, device_args, kwargs, case)
             case = replace(case, reproducer=f"{case.reproducer}; dump: {dumped}")
         waived = not verdict.passed and waiver is not None and not waiver.expired()
         record = make_record(self.run_id, case, verdict, execution, duration_s, waived=waived)

@@ -19,7 +19,6 @@ _EXPORTS: dict[str, str] = {
     "audit_runs": "mluverify.report.audit",
     "Audit": "mluverify.report.audit",
     "evaluate_gate": "mluverify.report.gate",
-    "parse_waivers": "mluverify.report.gate",
     "GateResult": "mluverify.report.gate",
     "finish_run": "mluverify.report.session",
     "write_reports": "mluverify.report.session",

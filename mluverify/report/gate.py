@@ -18,7 +18,6 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
-from mluverify.errors import ConfigError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,23 +25,6 @@ if TYPE_CHECKING:
     from mluverify.config import Waiver
 
 FINDING_COLUMNS = ["rule", "case_id", "target", "op", "value", "baseline_value", "bound", "waiver", "detail"]
-
-
-def parse_waivers(table: Mapping[str, Any]) -> "dict[str, Waiver]":
-    """Waivers by case-id glob from ``[tool.mluverify.waivers]``: each entry a ``Waiver`` already,
-    or a table ``{reason = "...", until = "YYYY-MM-DD"}`` (``until`` may be a TOML date)."""
-    from mluverify.config import Waiver, make_waiver
-
-    waivers = {}
-    for pattern, entry in table.items():
-        where = f"[tool.mluverify.waivers] {pattern!r}"
-        if isinstance(entry, Waiver):
-            waivers[pattern] = entry
-        elif isinstance(entry, Mapping):
-            waivers[pattern] = make_waiver(entry.get("reason"), entry.get("until"), where=where)
-        else:
-            raise ConfigError(f"{where} must be a table {{reason = ..., until = YYYY-MM-DD}}; got {entry!r}")
-    return waivers
 
 
 @dataclass(frozen=True)
@@ -65,7 +47,7 @@ def evaluate_gate(run: "pd.DataFrame", baseline: "pd.DataFrame | None" = None, *
                   regress_factor: float = 1.5, noise_floor: float = 0.0,
                   waivers: "Mapping[str, Waiver] | None" = None, today: dt.date | None = None) -> GateResult:
     """Apply every gate rule to the records of ``run`` (against ``baseline`` when given);
-    ``waivers`` maps case-id globs to waivers (see ``parse_waivers``)."""
+    ``waivers`` maps case-id globs to waivers (``mluverify.config.parse_waivers``)."""
     import pandas as pd
 
     today, waivers = today or dt.date.today(), waivers or {}

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from mluverify.errors import MluverifyError, RecordsError
 
 if TYPE_CHECKING:
     import pandas as pd
     import pluggy
+    from mluverify.config import Waiver
 
     from mluverify.report.gate import GateResult
 
@@ -29,7 +30,7 @@ def write_reports(run_dir: Path, pm: "pluggy.PluginManager | None" = None) -> "p
 
 
 def finish_run(run_dir: Path, *, pm: "pluggy.PluginManager", baseline: Path | None, gate: bool,
-               regress_factor: float, noise_floor: float, waivers: Mapping[str, Any],
+               regress_factor: float, noise_floor: float, waivers: "Mapping[str, Waiver]",
                terminal_write: Callable[[str], None]) -> int:
     """Merge the shards of ``run_dir``, write its reports (and a diff against ``baseline``), and
     when ``gate`` is set apply the gate, printing why it failed.
@@ -77,11 +78,11 @@ def _load_baseline(baseline: Path | None, frame: "pd.DataFrame", run_dir: Path,
 
 
 def _gate(frame: "pd.DataFrame", base: "pd.DataFrame | None", regress_factor: float,
-          noise_floor: float, waivers: Mapping[str, Any]) -> "GateResult":
-    from mluverify.report.gate import evaluate_gate, parse_waivers
+          noise_floor: float, waivers: "Mapping[str, Waiver]") -> "GateResult":
+    from mluverify.report.gate import evaluate_gate
 
     return evaluate_gate(frame, base, regress_factor=regress_factor, noise_floor=noise_floor,
-                         waivers=parse_waivers(waivers))
+                         waivers=waivers)
 
 
 def _run_line(frame: "pd.DataFrame", run_dir: Path) -> str:

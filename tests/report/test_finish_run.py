@@ -1,5 +1,6 @@
 import datetime as dt
 
+from mluverify.config import Waiver
 from mluverify.report import finish_run
 from mluverify.report.records import ShardWriter
 
@@ -51,8 +52,8 @@ def test_without_gate_failures_do_not_force_a_status(tmp_path, report_pm):
 
 def test_configured_waivers_apply(tmp_path, report_pm):
     write_shards(tmp_path, [make_record("t[a]", 0.004)])
-    until = (dt.date.today() + dt.timedelta(days=30)).isoformat()
-    status, out = finish(tmp_path, report_pm, waivers={"t*": {"reason": "tracked", "until": until}})
+    until = dt.date.today() + dt.timedelta(days=30)
+    status, out = finish(tmp_path, report_pm, waivers={"t*": Waiver("tracked", until)})
     assert status == 0 and "tracked" in out
 
 

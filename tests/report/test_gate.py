@@ -2,9 +2,8 @@ import datetime as dt
 
 import pytest
 
-from mluverify.errors import ConfigError
 from mluverify.config import Waiver
-from mluverify.report.gate import evaluate_gate, parse_waivers
+from mluverify.report.gate import evaluate_gate
 
 from report_records import as_frame, make_record
 
@@ -102,24 +101,6 @@ def test_empty_run_fails_the_gate_with_a_message():
     assert not result.passed
     assert result.blocking["rule"].tolist() == ["empty run"]
     assert "nothing was verified" in result.blocking["detail"].iloc[0]
-
-
-def test_parse_waivers_accepts_strings_toml_dates_and_parsed_waivers():
-    parsed = Waiver("z", dt.date(2026, 9, 1))
-    waivers = parse_waivers({"a*": {"reason": "x", "until": "2026-07-01"},
-                             "b*": {"reason": "y", "until": dt.date(2026, 8, 1)}, "c*": parsed})
-    assert waivers == {"a*": Waiver("x", dt.date(2026, 7, 1)), "b*": Waiver("y", dt.date(2026, 8, 1)), "c*": parsed}
-
-
-@pytest.mark.parametrize("entry, message", [
-    ({"until": "2026-07-01"}, "non-empty reason"),
-    ({"reason": "x"}, "until=None is not a date"),
-    ({"reason": "x", "until": "next week"}, "until='next week' is not a date YYYY-MM-DD"),
-    ("2026-07-01", "must be a table"),
-])
-def test_parse_waivers_names_the_bad_entry(entry, message):
-    with pytest.raises(ConfigError, match=r"waivers\] 'a\*'.*" + message):
-        parse_waivers({"a*": entry})
 
 
 def test_the_why_names_the_records_error_or_reason():
