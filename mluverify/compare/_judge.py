@@ -51,7 +51,7 @@ class _Unsupported(Exception):
 
 @dataclass(frozen=True)
 class _Leaf:
-    values: np.ndarray  # float64 (or the original integer/bool dtype for exact leaves)
+    values: np.ndarray  # floats in their own precision (widened where measured); exact: as is
     shape: tuple[int, ...]
     dtype: str
     exact: bool
@@ -88,8 +88,7 @@ def _leaf_from_numpy(array: np.ndarray, dtype: str, shape: tuple[int, ...] | Non
     exact = array.dtype.kind in "biu"
     if array.dtype.kind == "c":
         array = np.stack([array.real, array.imag], axis=-1)
-    values = array if exact else array.astype(np.float64, copy=False)
-    return _Leaf(values, tuple(array.shape) if shape is None else shape, dtype, exact)
+    return _Leaf(array, tuple(array.shape) if shape is None else shape, dtype, exact)
 
 
 def _walk(actual: Any, expected: Any, path: str = "") -> Iterator[tuple[str, Any, Any] | tuple[str, str]]:
@@ -143,7 +142,9 @@ def _judge_leaf(actual: _Leaf, expected: _Leaf, tolerance: Tolerance, path: str,
         return _failed(tolerance, f"{nan_mismatch} NaN/Inf position(s) differ between actual and expected",
                        path, nan_mismatch)
     diagnostics = all_metrics(a, e)
-    diagnostics.update({name: float(fn(a, e)) for name, fn in extra.items()})
+    if extra:  # plugin metrics get float64 arrays, as documented
+        a, e = a.astype(np.float64, copy=False), e.astype(np.float64, copy=False)
+        diagnostics.update({name: float(fn(a, e)) for name, fn in extra.items()})
     value = diagnostics[tolerance.metric]
     passed = value <= tolerance.bound
     verb = "<=" if passed else ">"
@@ -185,6 +186,7 @@ def _judge_exact(actual: _Leaf, expected: _Leaf, path: str) -> Verdict:
 
 
 def _worst_elements(actual: np.ndarray, expected: np.ndarray):
+    actual, expected = actual.astype(np.float64), expected.astype(np.float64)  # no overflow
     abs_diff = np.abs(actual - expected).reshape(-1)
     abs_diff = np.where(np.isnan(abs_diff), np.inf, abs_diff)
     count = min(WORST_ELEMENTS, abs_diff.size)
@@ -274,7 +276,6 @@ def pair_metrics(actual: Any, expected: Any) -> dict[str, float]:
         raise InvalidArgument(
             f"metrics need equal shapes: actual {list(actual_leaf.shape)} vs expected {list(expected_leaf.shape)}"
         )
-    a = actual_leaf.values.astype(np.float64, copy=False).reshape(-1)
-    e = expected_leaf.values.astype(np.float64, copy=False).reshape(-1)
+    a, e = actual_leaf.values.reshape(-1), expected_leaf.values.reshape(-1)
     a, e, _ = _mask_non_finite(a, e)
     return all_metrics(a, e)

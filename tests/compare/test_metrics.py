@@ -73,6 +73,21 @@ def test_combined_metrics_match_the_definitions_one_by_one():
         assert combined[name] == pytest.approx(fn(a, e), rel=1e-9), name
 
 
+def test_float32_pairs_longer_than_a_pass_match_the_float64_definitions():
+    # all_metrics widens and sums chunk by chunk; the definitions above work on whole float64
+    # arrays. The largest error sits in the last, partial chunk.
+    rng = np.random.default_rng(1)
+    e = rng.normal(size=200_003).astype(np.float32)
+    a = (e + rng.normal(scale=1e-3, size=e.size)).astype(np.float32)
+    a[-1] = e[-1] + 7
+    combined = metrics(a, e)
+    a64, e64 = a.astype(np.float64), e.astype(np.float64)
+    for name, fn in {"rel_mse": rel_mse, "rae": rae, "rma": rma, "max_abs": max_abs,
+                     "max_rel": max_rel, "cosine": cosine, "sqnr_db": sqnr_db}.items():
+        assert combined[name] == pytest.approx(fn(a64, e64), rel=1e-9), name
+    assert combined["max_abs"] == pytest.approx(abs(float(a[-1]) - float(e[-1])))
+
+
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.floats(0.5, 100), min_size=4, max_size=64), st.floats(1e-3, 0.5))
 def test_rel_mse_of_a_uniform_relative_error_is_that_error(values, delta):
