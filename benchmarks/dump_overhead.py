@@ -1,7 +1,7 @@
 """Cost of dumping a ResNet50 forward, each variant side by side with the undumped forward.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/dump_overhead.py [--device cpu|mlu]
-[--repeat 3] [--threads N] [--dir DIR]``. Each variant is timed as the whole
+[--repeat 3] [--threads N] [--dir DIR] [--only TEXT]``. Each variant is timed as the whole
 ``with Dumper(...)`` block (the dump is complete, index written, when the clock stops) and
 divided by the median undumped forward measured between the same runs: wall-clock time,
 and this process's CPU time (steadier on a shared machine). Not a timed test: it prints.
@@ -136,6 +136,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     parser.add_argument("--dir", default=None, help="where dumps go (default: a temp dir)")
+    parser.add_argument("--only", default="", help="run the variants whose label contains this")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -154,7 +155,7 @@ def main() -> None:
               f"(median of {len(plain)})")
         print(f"{'variant':26} {'wall ms':>8} {'x fwd':>6} {'CPU ms':>8} {'x fwd':>6} "
               f"{'1st x':>6}  notes  (1st x: CPU ratio of the first block, statistics cache cold)")
-        for label, options in VARIANTS:
+        for label, options in [variant for variant in VARIANTS if args.only in variant[0]]:
             runs, notes = [], ""
             _cold_cache()
             for repeat in range(args.repeat):

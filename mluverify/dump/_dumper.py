@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
@@ -27,7 +26,7 @@ from mluverify.dump._layout import (
     OpInfo, OpTree, bind_arguments, call_name, create_dump_dir, op_info, resolve_dump_dir,
 )
 from mluverify.dump._summary import (
-    HEAD, SHARED_CACHE, SummaryCache, TensorSummary, summarize, type_name,
+    SHARED_CACHE, SummaryCache, TensorSummary, summarize, type_name,
 )
 from mluverify.dump._writer import DumpWriter
 from mluverify.errors import InvalidArgument, valid_choice
@@ -75,8 +74,13 @@ class _Op:
     info: OpInfo
     path: str  # relative to the dump root, "/"-separated
     parent: str
-    rows: list[dict[str, Any]] = field(default_factory=list)  # index rows of its inputs
+    entries: list[tuple] = field(default_factory=list)  # index entries (see _index)
     references: tuple | None = None  # reference-chain (args, kwargs, inherited) with use_cpu
+
+    def frame(self, errors: dict[str, Any] | None = None) -> tuple:
+        """The op's journal frame."""
+        return (self.seq, self.info.qualified, self.info.name, self.path, self.parent,
+                self.entries, errors)
 
 
 class Dumper:
@@ -157,12 +161,19 @@ def _undumped() -> contextlib.AbstractContextManager:
     mode when the op runs inside a torch-level call; popping modes costs more than the rest
     of a level-0 op, so only modes that are actually on are turned off.
     """
+    dispatch_on = torch._C._len_torch_dispatch_stack() > 0
+    function_on = torch._C._is_torch_function_mode_enabled()
+    if not (dispatch_on or function_on):
+        return _NOTHING_ON
     stack = contextlib.ExitStack()
-    if torch._C._len_torch_dispatch_stack():
+    if dispatch_on:
         stack.enter_context(_disable_current_modes())
-    if torch._C._is_torch_function_mode_enabled():
+    if function_on:
         stack.enter_context(torch._C.DisableTorchFunction())
     return stack
+
+
+_NOTHING_ON = contextlib.nullcontext()
 
 
 class _DumpSession:
@@ -195,7 +206,7 @@ class _DumpSession:
             output = func(*args, **kwargs)
         except BaseException:
             if op is not None:  # the inputs of an op that raised are what explains it
-                self._guard(self._journal.append, op.rows)
+                self._guard(self._journal.append, op.frame())
             raise
         if op is not None:
             with _undumped():
@@ -232,8 +243,8 @@ class _DumpSession:
         if self._files:
             self._writer.mkdir(path)
         for parameter, value in bind_arguments(info, args, kwargs):
-            op.rows += self._dump_value(op, parameter.label, "input", value, parameter.optional,
-                                        parameter.fixed_size)
+            self._dump_value(op, parameter.label, "input", value, parameter.optional,
+                             parameter.fixed_size)
             if parameter.written and isinstance(value, torch.Tensor):
                 self._cache.forget(value)  # its result, same tensor, is summarized afresh
         if self._chain is not None:
@@ -242,49 +253,46 @@ class _DumpSession:
 
     def _finish(self, op: _Op, func: Callable, args: tuple, kwargs: dict, output: Any) -> None:
         """Dump the results and index the op (one journal write per op)."""
-        rows = [] if output is None else self._dump_value(op, "cnnl_result", "result", output)
-        if self._chain is not None and rows:
-            errors, cpu_rows = self._errors(op, func, args, kwargs, output)
-            rows[0].update(errors)
-            rows += cpu_rows
-        self._journal.append(op.rows + rows)
+        inputs = len(op.entries)
+        if output is not None:
+            self._dump_value(op, "cnnl_result", "result", output)
+        errors = None
+        if self._chain is not None and len(op.entries) > inputs:
+            errors = self._errors(op, func, args, kwargs, output)
+        self._journal.append(op.frame(errors))
 
     def _errors(self, op: _Op, func: Callable, args: tuple, kwargs: dict,
-                output: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """Own error (vs the CPU re-run, dumped as cpu_result), inherited and total error;
-        and the cpu_result rows."""
+                output: Any) -> dict[str, Any]:
+        """Own error (vs the CPU re-run, dumped as cpu_result), inherited and total error."""
         ref_args, ref_kwargs, inherited = op.references
         reference = self._chain.run(func, ref_args, ref_kwargs, output)
         errors: dict[str, Any] = {"inherited_rel_mse": inherited}
         errors["total_rel_mse"] = (None if reference is None
                                    else error_rel_mse(output, reference))
         if op.info.writes_inputs or op.info.uninitialised:
-            return errors, []
+            return errors
         cpu_output, failure = rerun_on_cpu(func, args, kwargs)
         errors["cpu_error"] = failure
-        if cpu_output is None:
-            return errors, []
-        errors.update(error_metrics(output, cpu_output))
-        return errors, self._dump_value(op, "cpu_result", "cpu_result", cpu_output)
+        if cpu_output is not None:
+            errors.update(error_metrics(output, cpu_output))
+            self._dump_value(op, "cpu_result", "cpu_result", cpu_output)
+        return errors
 
     def _dump_value(self, op: _Op, label: str, role: str, value: Any, optional: bool = False,
-                    fixed_size: int | None = None) -> list[dict[str, Any]]:
-        """Write one argument or result file; its index rows."""
-        rows: list[dict[str, Any]] = []
-        written = None
+                    fixed_size: int | None = None) -> None:
+        """Index one argument or result and, with files, write its file."""
+        file = f"{op.path}/{label}" if self._files else None
         if isinstance(value, torch.Tensor):
-            node, written = self._tensor_node(op, label, role, value, rows)
-        else:
-            node = self._node(op, label, role, value, rows, fixed_size)
-        if self._files:
-            relative = f"{op.path}/{label}"
-            if optional and value is not None:
-                self._write_file(relative, OptionalNode(node), None)
-            else:
-                self._write_file(relative, node, written)
-            for row in rows:
-                row["file"] = relative
-        return rows
+            summary, written = self._summarize(value)
+            self._index_tensor(op, label, role, file, summary, written)
+            if file is not None:
+                node = summary.block if not optional else OptionalNode(summary.block)
+                self._write_file(file, node, None if optional else written)
+            return
+        node = self._node(op, label, role, file, value, fixed_size)
+        if file is not None:
+            self._write_file(file, node if not optional or value is None else OptionalNode(node),
+                             None)
 
     def _write_file(self, relative: str, node: Node, written: "_Written | None") -> None:
         """Write a file, or link the identical file of the same unchanged level-2 tensor."""
@@ -295,28 +303,27 @@ class _DumpSession:
         if written is not None:
             written.file = relative
 
-    def _node(self, op: _Op, label: str, role: str, value: Any, rows: list,
-              fixed_size: int | None = None) -> Node:
-        """The printed node of ``value``, appending an index row per tensor or value."""
-        if isinstance(value, torch.Tensor):
-            return self._tensor_node(op, label, role, value, rows)[0]
+    def _node(self, op: _Op, label: str, role: str, file: str | None, value: Any,
+              fixed_size: int | None = None) -> Node | None:
+        """Index a non-tensor ``value`` (a sequence of tensors: each of them) and, when files
+        are written, its printed node."""
         if value is None:
-            rows.append(self._value_row(op, label, role, "Optional", None))
+            self._index_value(op, label, role, file, "Optional", None)
             return OptionalNode(None)
         if isinstance(value, (tuple, list)) and any(isinstance(i, torch.Tensor) for i in value):
-            kind = "Tuple" if role != "input" else "TensorList"
-            items = tuple(self._node(op, f"{label}[{index}]", role, item, rows)
-                          for index, item in enumerate(value))
-            return SequenceNode(kind, items)
-        node = _plain_node(value, fixed_size)
-        rows.append(self._value_row(op, label, role, getattr(node, "kind", "Scalar"), repr(value)))
-        return node
+            return SequenceNode("Tuple" if role != "input" else "TensorList", tuple(
+                self._item_node(op, f"{label}[{index}]", role, file, item)
+                for index, item in enumerate(value)))
+        kind = _plain_kind(value, fixed_size)
+        self._index_value(op, label, role, file, kind, repr(value))
+        return None if file is None else _plain_node(kind, value)
 
-    def _tensor_node(self, op: _Op, label: str, role: str, tensor: torch.Tensor,
-                     rows: list) -> tuple[Node, "_Written | None"]:
-        summary, written = self._summarize(tensor)
-        rows.append(self._tensor_row(op, label, role, summary, written))
-        return summary.block, written
+    def _item_node(self, op: _Op, label: str, role: str, file: str | None, item: Any) -> Node:
+        if not isinstance(item, torch.Tensor):
+            return self._node(op, label, role, file, item)
+        summary, written = self._summarize(item)
+        self._index_tensor(op, label, role, file, summary, written)
+        return summary.block
 
     def _summarize(self, tensor: torch.Tensor) -> tuple[TensorSummary, "_Written | None"]:
         level = self.settings.level
@@ -333,23 +340,16 @@ class _DumpSession:
         self._cache.remember(tensor, summary, written)
         return summary, written
 
-    def _tensor_row(self, op: _Op, label: str, role: str, summary: TensorSummary,
-                    written: "_Written | None") -> dict[str, Any]:
-        block = summary.block
-        row = self._value_row(op, label, role, "Tensor", None)
-        # Heads as floats, whatever the dtype: one parquet column type for every row.
-        head = None if summary.level == 1 else block.values[:HEAD].astype(float).tolist()
-        row.update(dtype=summary.dtype, shape=list(block.shape), stride=list(block.stride),
-                   numel=block.numel, level=summary.level,
-                   degraded=summary.level < self.settings.level, head=head,
-                   offset=written.offset if written else None,
-                   nbytes=written.nbytes if written else None, **summary.stats)
-        return row
+    def _index_tensor(self, op: _Op, label: str, role: str, file: str | None,
+                      summary: TensorSummary, written: "_Written | None") -> None:
+        write = (summary.level < self.settings.level, written.offset if written else None,
+                 written.nbytes if written else None)
+        op.entries.append((label, role, "Tensor", file, None, summary.fields, write))
 
-    def _value_row(self, op: _Op, label: str, role: str, kind: str, text: str | None) -> dict:
-        return {"seq": op.seq, "op": op.info.qualified, "name": op.info.name, "path": op.path,
-                "parent": op.parent, "arg": label, "role": role, "kind": kind, "file": None,
-                "value": text}
+    @staticmethod
+    def _index_value(op: _Op, label: str, role: str, file: str | None, kind: str,
+                     text: str | None) -> None:
+        op.entries.append((label, role, kind, file, text, None, None))
 
     def close(self) -> None:
         """Finish the index (parquet); on a failed write the journal stays, and is loadable."""
@@ -366,18 +366,27 @@ _OTHER_KINDS = {torch.dtype: "ScalarType", torch.device: "Device", torch.layout:
                 torch.memory_format: "MemoryFormat", str: "String", torch.Generator: "Generator"}
 
 
-def _plain_node(value: Any, fixed_size: int | None) -> Node:
-    """The node of a non-tensor value (an unforeseen type prints its type name and repr)."""
-    if isinstance(value, bool):
-        return ScalarNode("Bool", value)
-    if isinstance(value, int):
-        return ScalarNode("Long", value)
-    if isinstance(value, float):
-        return ScalarNode("Double", value)
+def _plain_kind(value: Any, fixed_size: int | None) -> str:
+    """The header kind of a non-tensor value (an unforeseen type: its type name)."""
+    if isinstance(value, (bool, int, float)):
+        return "Scalar"
     if isinstance(value, (list, tuple)) and all(isinstance(i, (bool, int, float)) for i in value):
-        return NumbersNode("Array" if fixed_size else "List", np.asarray(value))
+        return "Array" if fixed_size else "List"
     for python_type, kind in _OTHER_KINDS.items():
         if isinstance(value, python_type):
-            text = type_name(value) if isinstance(value, torch.dtype) else str(value)
-            return OtherNode(kind, text.removeprefix("torch."))
-    return OtherNode(type(value).__name__, repr(value))
+            return kind
+    return type(value).__name__
+
+
+def _plain_node(kind: str, value: Any) -> Node:
+    """The printed node of a non-tensor value of header ``kind``."""
+    if kind == "Scalar":
+        scalar_type = "Bool" if isinstance(value, bool) else (
+            "Long" if isinstance(value, int) else "Double")
+        return ScalarNode(scalar_type, value)
+    if kind in ("Array", "List"):
+        return NumbersNode(kind, value)
+    if kind not in _OTHER_KINDS.values():
+        return OtherNode(kind, repr(value))
+    text = type_name(value) if isinstance(value, torch.dtype) else str(value)
+    return OtherNode(kind, text.removeprefix("torch."))

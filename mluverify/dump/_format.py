@@ -45,7 +45,7 @@ class ScalarNode:
 @dataclass(frozen=True)
 class NumbersNode:
     kind: str  # "List" (int[], float[]) or "Array" (fixed-size bool[N])
-    values: np.ndarray
+    values: Sequence[Union[int, float, bool]]
 
 
 @dataclass(frozen=True)
@@ -97,8 +97,8 @@ def render(node: Node) -> Iterator[bytes]:
         yield f"Scalar : Type = {node.type_name}\n".encode()
         yield from format_numbers(np.asarray([node.value]))
     elif isinstance(node, NumbersNode):
-        yield f"{node.kind} : Size = {node.values.size}\n".encode()
-        yield from format_numbers(node.values)
+        yield f"{node.kind} : Size = {len(node.values)}\n".encode()
+        yield from format_numbers(np.asarray(node.values))
     elif isinstance(node, SequenceNode):
         yield f"{node.kind} : Size = {len(node.items)}\n".encode()
         for item in node.items:

@@ -1,9 +1,17 @@
-"""The dump's index: one row per dumped tensor, kept crash-safe as the run goes.
+"""The dump's index: one row per dumped value, kept crash-safe as the run goes.
 
-While dumping, each op's rows are appended to the journal ``index.journal`` as one
-length-prefixed pickle frame (one write and flush per op, so a crash or a full disk loses at
-most the op being written; pickle because JSON's float printing costs 10x more per op). On
-exit the rows, also kept in memory, become ``index.parquet`` and the journal is removed.
+While dumping, each op is appended to the journal ``index.journal`` as one length-prefixed
+pickle frame as soon as it finishes (a crash or a full disk loses at most the op being
+written; pickle because JSON's float printing costs 10x more per op). A frame is compact, tuples
+rather than one dict per row, because building and pickling per-row dicts was a third of
+the cost of a level-0 dump (measured, benchmarks/dump_overhead.py):
+
+    (seq, op, name, path, parent, entries, errors)
+    entry: (arg, role, kind, file, value, tensor fields or None, (degraded, offset, nbytes))
+
+with the tensor fields in ``TENSOR_COLUMNS`` order and ``errors`` (``use_cpu``: metrics of
+the op's own, inherited and total error, or None) shown on the op's first result row. On
+exit the frames, also kept in memory, become ``index.parquet`` and the journal is removed.
 Journals are read back with an unpickler that refuses every global, so a foreign journal
 cannot run code. ``load`` reads whichever is there. Exact values of level-2
 tensors live in the binary sidecar ``values.bin`` (``offset``/``nbytes`` columns).
@@ -24,6 +32,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mluverify.dump._summary import TENSOR_COLUMNS
 from mluverify.errors import RecordsError
 
 META = "dump.json"
@@ -32,12 +41,12 @@ INDEX = "index.parquet"
 SIDECAR = "values.bin"
 FORMAT = "mluverify-dump/1"
 
-# Columns every index has; metric columns are added when the dump ran with use_cpu.
-COLUMNS = (
-    "seq", "op", "name", "path", "parent", "arg", "role", "kind", "file", "dtype", "shape",
-    "stride", "numel", "level", "degraded", "min", "max", "mean", "abs_sum", "nan", "inf",
-    "head", "offset", "nbytes",
-)
+# Columns every index has, in frame order; metric columns are added when the dump ran with
+# use_cpu.
+COLUMNS = ("seq", "op", "name", "path", "parent", "arg", "role", "kind", "file", "value",
+           *TENSOR_COLUMNS, "degraded", "offset", "nbytes")
+_NOT_A_TENSOR = (None,) * len(TENSOR_COLUMNS)
+_NOT_WRITTEN = (None, None, None)
 _LENGTH = struct.Struct("<Q")  # the byte length before each journal frame
 
 # Integer columns that non-tensor rows leave empty: nullable, not float.
@@ -45,32 +54,52 @@ _INTEGER_COLUMNS = ("seq", "numel", "level", "nan", "inf", "offset", "nbytes")
 
 
 class IndexJournal:
-    """Appends index rows to the journal, one flushed write per op."""
+    """Appends op frames to the journal, one write per op."""
 
     def __init__(self, directory: Path) -> None:
         self._directory = directory
         # Unbuffered: each op's frame is one write(2), in the OS as soon as it returns.
         self._file: IO[bytes] = open(directory / JOURNAL, "ab", buffering=0)
-        self._rows: list[dict[str, Any]] = []
+        self._frames: list[tuple] = []
 
-    def append(self, rows: list[dict[str, Any]]) -> None:
-        """Write ``rows`` and flush them to the OS (raises OSError on a full disk)."""
-        if rows:
-            frame = pickle.dumps(rows, protocol=5)
-            data = _LENGTH.pack(len(frame)) + frame
-            if self._file.write(data) != len(data):  # a short write: the disk is full
-                raise OSError(errno.ENOSPC, "short write to the index journal")
-            self._rows += rows
+    def append(self, frame: tuple) -> None:
+        """Write one op's frame (raises OSError on a full disk)."""
+        data = pickle.dumps(frame, protocol=5)
+        data = _LENGTH.pack(len(data)) + data
+        if self._file.write(data) != len(data):  # a short write: the disk is full
+            raise OSError(errno.ENOSPC, "short write to the index journal")
+        self._frames.append(frame)
 
     def close(self, to_parquet: bool = True) -> None:
         """Close the journal and, if asked, write ``index.parquet`` and remove the journal."""
         self._file.close()
         if to_parquet:
-            columns = dict.fromkeys([*COLUMNS, *(key for row in self._rows for key in row)])
-            table = pa.Table.from_pydict({key: [row.get(key) for row in self._rows]
-                                          for key in columns})
-            pq.write_table(table, self._directory / INDEX)
+            pq.write_table(pa.Table.from_pydict(frame_columns(self._frames)),
+                           self._directory / INDEX)
             os.remove(self._directory / JOURNAL)
+
+
+def frame_columns(frames: list[tuple]) -> dict[str, list]:
+    """The index columns of op frames, one row per entry."""
+    rows = [(*frame[:5], *entry[:5], *(entry[5] or _NOT_A_TENSOR), *(entry[6] or _NOT_WRITTEN))
+            for frame in frames for entry in frame[5]]
+    columns = {name: list(values) for name, values in zip(COLUMNS, zip(*rows))}
+    if not rows:
+        columns = {name: [] for name in COLUMNS}
+    _add_errors(columns, frames)
+    return columns
+
+
+def _add_errors(columns: dict[str, list], frames: list[tuple]) -> None:
+    """Put each op's ``errors`` on its first result row (columns made as they first occur)."""
+    row = 0
+    for frame in frames:
+        entries, errors = frame[5], frame[6]
+        if errors:
+            result = row + next(i for i, entry in enumerate(entries) if entry[1] == "result")
+            for name, value in errors.items():
+                columns.setdefault(name, [None] * len(columns["seq"]))[result] = value
+        row += len(entries)
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -143,30 +172,40 @@ def _read_parquet(path: Path) -> pd.DataFrame:
 
 
 def _read_journal(path: Path) -> pd.DataFrame:
-    """Rows of the journal; a torn last frame (the run died mid-write) is left out."""
+    """The journal's rows; a torn last frame (the run died mid-write) is left out."""
     data = path.read_bytes()
-    rows: list[dict[str, Any]] = []
+    frames: list[tuple] = []
     offset = 0
     while offset + _LENGTH.size <= len(data):
         (length,) = _LENGTH.unpack_from(data, offset)
         start, offset = offset + _LENGTH.size, offset + _LENGTH.size + length
-        if offset > len(data):
+        if offset > len(data):  # a torn last frame
             break
-        rows += _frame_rows(path, data[start:offset], start)
-    return _frame(rows)
+        frames.append(_frame(path, data[start:offset], start))
+    return pd.DataFrame(frame_columns(frames))
 
 
-def _frame_rows(path: Path, frame: bytes, start: int) -> list[dict[str, Any]]:
+def _frame(path: Path, data: bytes, start: int) -> tuple:
     try:
-        op_rows = _PlainUnpickler(io.BytesIO(frame)).load()
+        frame = _PlainUnpickler(io.BytesIO(data)).load()
     except Exception as exc:  # unpickling garbage raises many types
         raise RecordsError(f"{path}: corrupt index frame at byte {start} ({exc})") from None
-    if not isinstance(op_rows, list) or not all(isinstance(row, dict) for row in op_rows):
-        raise RecordsError(f"{path}: index frame at byte {start} is not a list of rows")
-    return op_rows
+    if not _is_frame(frame):
+        raise RecordsError(f"{path}: index frame at byte {start} is not a mluverify op frame")
+    return frame
 
 
-def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    frame = pd.DataFrame(rows)
-    # Levels 0 and 2 leave out statistics or sidecar columns that other rows may have had.
-    return frame.reindex(columns=[*COLUMNS, *(c for c in frame.columns if c not in COLUMNS)])
+def _is_frame(frame: Any) -> bool:
+    return (isinstance(frame, tuple) and len(frame) == 7 and isinstance(frame[5], list)
+            and all(_is_entry(entry) for entry in frame[5])
+            and (frame[6] is None or isinstance(frame[6], dict)))
+
+
+def _is_entry(entry: Any) -> bool:
+    return (isinstance(entry, tuple) and len(entry) == 7
+            and _is_tuple_or_none(entry[5], len(TENSOR_COLUMNS))
+            and _is_tuple_or_none(entry[6], len(_NOT_WRITTEN)))
+
+
+def _is_tuple_or_none(value: Any, length: int) -> bool:
+    return value is None or (isinstance(value, tuple) and len(value) == length)

@@ -7,8 +7,9 @@ mean and NaN/Inf counts; level 2 every value and the same statistics.
 from __future__ import annotations
 
 import math
+import sys
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,35 +33,63 @@ def type_name(dtype: torch.dtype) -> str:
     return _TYPE_NAMES.get(dtype) or str(dtype).removeprefix("torch.").capitalize()
 
 
+# The index columns a tensor's summary fills, in the order of ``TensorSummary.fields``.
+TENSOR_COLUMNS = ("dtype", "shape", "stride", "numel", "level", "head",
+                  "min", "max", "mean", "abs_sum", "nan", "inf")
+_NO_STATS = (None,) * 6  # level 0 keeps no statistics
+
+
 @dataclass(frozen=True)
 class TensorSummary:
-    """One tensor as dumped: its printed block, the level used and its statistics."""
+    """One tensor as dumped: its printed block, the level used and its index columns
+    (``TENSOR_COLUMNS``), worked out once: an unchanged tensor's summary is reused for every
+    op that reads it."""
 
     block: TensorBlock
     level: int
-    dtype: str  # torch dtype name ("float32"): what the index and the sidecar use
-    stats: dict[str, float] = field(default_factory=dict)
+    fields: tuple
     exact: np.ndarray | None = None  # every value, for the binary sidecar (level 2 only)
 
 
 def summarize(tensor: torch.Tensor, level: int) -> TensorSummary:
     """Summarize ``tensor`` (any device) at ``level``; run with dispatch modes disabled."""
     shape, stride, numel = tuple(tensor.shape), tensor.stride(), tensor.numel()
-    dtype, name = str(tensor.dtype).removeprefix("torch."), type_name(tensor.dtype)
+    described = (str(tensor.dtype).removeprefix("torch."), list(shape), list(stride), numel,
+                 level)
+    name = type_name(tensor.dtype)
     if numel == 0:
-        return TensorSummary(TensorBlock(name, shape, stride, 0, np.empty(0)), level, dtype)
+        return TensorSummary(TensorBlock(name, shape, stride, 0, np.empty(0)), level,
+                             (*described, None, *_NO_STATS))
+    host = host_view(tensor)
     if level == 0:
-        head = _to_numpy(_first(tensor, HEAD))
-        return TensorSummary(TensorBlock(name, shape, stride, numel, head), level, dtype)
+        head = _head(host)
+        return TensorSummary(TensorBlock(name, shape, stride, numel, head), level,
+                             (*described, _floats(head), *_NO_STATS))
     # Statistics on the CPU: a device's own reduction kernels may round (float16 on the MLU).
-    stats = _stats(tensor.detach().cpu())
+    stats = _stats(host)
     if level == 1:
-        values = np.asarray([stats["abs_sum"]], dtype=_printed_dtype(tensor.dtype))
-        return TensorSummary(TensorBlock(name, shape, stride, numel, values), level, dtype,
-                             stats)
-    exact = _to_numpy(tensor)
-    return TensorSummary(TensorBlock(name, shape, stride, numel, exact), level, dtype, stats,
-                         exact)
+        values = np.asarray([stats[3]], dtype=_printed_dtype(tensor.dtype))  # the abs sum
+        return TensorSummary(TensorBlock(name, shape, stride, numel, values), level,
+                             (*described, None, *stats))
+    exact = _to_numpy(host)
+    return TensorSummary(TensorBlock(name, shape, stride, numel, exact), level,
+                         (*described, _floats(exact[:HEAD]), *stats), exact)
+
+
+def host_view(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor``'s values as a CPU tensor: itself on the CPU, a zero-copy alias of emulated
+    MLU memory (a copy would cost as much as the statistics), else a copy."""
+    if tensor.is_cpu:
+        return tensor.detach()
+    device = sys.modules.get("mluverify.device")  # loaded if and only if "mlu" is emulated
+    if device is not None and tensor.device.type == device.DEVICE_TYPE:
+        return device.as_cpu(tensor)
+    return tensor.detach().cpu()
+
+
+def _floats(values: np.ndarray) -> list[float]:
+    """Values as floats, whatever the dtype: one parquet column type for every row's head."""
+    return values.astype(float).tolist()
 
 
 def _printed_dtype(dtype: torch.dtype) -> type:
@@ -68,11 +97,18 @@ def _printed_dtype(dtype: torch.dtype) -> type:
 
 
 def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    """A CPU copy in logical (row-major) order; bfloat16, which numpy lacks, widens exactly."""
-    tensor = tensor.detach().cpu()
+    """A CPU tensor's values in logical (row-major) order; bfloat16, which numpy lacks, widens
+    exactly."""
     if tensor.dtype == torch.bfloat16:
         tensor = tensor.float()
     return tensor.contiguous().numpy().reshape(-1)
+
+
+def _head(tensor: torch.Tensor) -> np.ndarray:
+    """A copy of the first ``HEAD`` values of a CPU tensor (it may be written in place later)."""
+    if tensor.is_contiguous() and tensor.dtype != torch.bfloat16:
+        return tensor.numpy().reshape(-1)[:HEAD].copy()  # the common case, without torch views
+    return _to_numpy(_first(tensor, HEAD)).copy()
 
 
 def _first(tensor: torch.Tensor, count: int) -> torch.Tensor:
@@ -87,14 +123,13 @@ def _first(tensor: torch.Tensor, count: int) -> torch.Tensor:
     return view.reshape(-1)[:count]
 
 
-def _stats(tensor: torch.Tensor) -> dict[str, float]:
-    """min, max, mean, abs_sum, nan, inf in two or three passes: a tensor of one sign (a
+def _stats(tensor: torch.Tensor) -> tuple[float, float, float, float, int, int]:
+    """(min, max, mean, abs_sum, nan, inf) in two or three passes: a tensor of one sign (a
     ReLU output) has ``abs_sum == |sum|``; NaN/Inf are counted only when min/max show some."""
     if tensor.dtype == torch.bool:
         true_count = int(tensor.sum())
-        return {"min": float(tensor.all()), "max": float(tensor.any()),
-                "mean": true_count / tensor.numel(), "abs_sum": float(true_count),
-                "nan": 0, "inf": 0}
+        return (float(tensor.all()), float(tensor.any()), true_count / tensor.numel(),
+                float(true_count), 0, 0)
     if tensor.is_complex():
         tensor = torch.view_as_real(tensor)
     # Half-precision sums overflow past 65504: accumulate them in float32.
@@ -110,8 +145,7 @@ def _stats(tensor: torch.Tensor) -> dict[str, float]:
     nan = inf = 0
     if not (math.isfinite(low) and math.isfinite(high)):
         nan, inf = int(torch.isnan(tensor).sum()), int(torch.isinf(tensor).sum())
-    return {"min": low, "max": high, "mean": total / tensor.numel(), "abs_sum": abs_sum,
-            "nan": nan, "inf": inf}
+    return low, high, total / tensor.numel(), abs_sum, nan, inf
 
 
 class SummaryCache:
