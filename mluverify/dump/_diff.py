@@ -57,7 +57,7 @@ def dump_diff(dump_dir: str | os.PathLike[str], mode: str = "cnnl") -> DumpDiff:
 
 def _op_table(index: pd.DataFrame, bound: float) -> pd.DataFrame:
     results = index[index["role"] == "result"].drop_duplicates("seq")
-    inputs = index[(index["role"] == "input") & (index["kind"] == "Tensor")]
+    inputs = index[index["role"] == "input"]
     signatures = inputs.groupby("seq")[["arg", "dtype", "shape"]].apply(_signature)
     table = pd.DataFrame({
         "seq": results["seq"].to_numpy(),
@@ -96,16 +96,15 @@ def _reproducer(dump_dir: Path, index: pd.DataFrame, seq: int) -> str:
     inputs = rows[rows["role"] == "input"]
     lines = [f"op: {first['op']}", f"dump: {dump_dir / first['path']}"]
     for _, row in inputs.iterrows():
-        if row["kind"] == "Tensor":
-            lines.append(f"  {row['arg']}: {row['dtype']} shape {_dims(row['shape'])}")
-        else:
-            lines.append(f"  {row['arg']}: {row['value']}")
+        lines.append(f"  {row['arg']}: {row['dtype']} shape {_dims(row['shape'])}")
+    if first["non_tensors"]:
+        lines.append(f"  {first['non_tensors']}")
     if inputs["offset"].notna().any():
         lines += ["exact inputs (level 2 sidecar):",
                   "  from mluverify.dump import load, load_values",
                   f"  rows = load({str(dump_dir)!r}).query('seq == {seq} and role == \"input\"')",
                   f"  values = {{row.arg: load_values({str(dump_dir)!r}, row) "
-                  f"for _, row in rows.iterrows() if row.kind == 'Tensor'}}"]
+                  f"for _, row in rows.iterrows()}}"]
     return "\n".join(lines)
 
 

@@ -70,17 +70,17 @@ class _Written:
 class _Op:
     """One aten op being dumped."""
 
-    seq: int
     info: OpInfo
     path: str  # relative to the dump root, "/"-separated
-    parent: str
-    entries: list[tuple] = field(default_factory=list)  # index entries (see _index)
+    header: tuple  # seq, op, name, path, parent: the index columns of all its rows
+    tensors: list[tuple] = field(default_factory=list)  # arg, role, file, summary columns
+    non_tensors: list[str] = field(default_factory=list)  # "name=value" of the other values
     references: tuple | None = None  # reference-chain (args, kwargs, inherited) with use_cpu
 
     def frame(self, errors: dict[str, Any] | None = None) -> tuple:
-        """The op's journal frame."""
-        return (self.seq, self.info.qualified, self.info.name, self.path, self.parent,
-                self.entries, errors)
+        """The op's journal frame: one index row per tensor (see _index)."""
+        header = (*self.header, ", ".join(self.non_tensors))
+        return [(*header, *tensor) for tensor in self.tensors], errors
 
 
 class Dumper:
@@ -239,12 +239,12 @@ class _DumpSession:
         self._cache.settle()
         path, parent = self.tree.place_op(info.name)
         self._seq += 1
-        op = _Op(self._seq, info, path, parent)
+        op = _Op(info, path, (self._seq, info.qualified, info.name, path, parent))
         if self._files:
             self._writer.mkdir(path)
         for parameter, value in bind_arguments(info, args, kwargs):
             self._dump_value(op, parameter.label, "input", value, parameter.optional,
-                             parameter.fixed_size)
+                             parameter.fixed_size, parameter.tensors)
             if parameter.written and isinstance(value, torch.Tensor):
                 self._cache.forget(value)  # its result, same tensor, is summarized afresh
         if self._chain is not None:
@@ -253,11 +253,11 @@ class _DumpSession:
 
     def _finish(self, op: _Op, func: Callable, args: tuple, kwargs: dict, output: Any) -> None:
         """Dump the results and index the op (one journal write per op)."""
-        inputs = len(op.entries)
+        inputs = len(op.tensors)
         if output is not None:
             self._dump_value(op, "cnnl_result", "result", output)
         errors = None
-        if self._chain is not None and len(op.entries) > inputs:
+        if self._chain is not None and len(op.tensors) > inputs:
             errors = self._errors(op, func, args, kwargs, output)
         self._journal.append(op.frame(errors))
 
@@ -279,8 +279,9 @@ class _DumpSession:
         return errors
 
     def _dump_value(self, op: _Op, label: str, role: str, value: Any, optional: bool = False,
-                    fixed_size: int | None = None) -> None:
-        """Index one argument or result and, with files, write its file."""
+                    fixed_size: int | None = None, tensors: bool = True) -> None:
+        """Index one argument or result and, with files, write its file. ``tensors=False``
+        (from the schema) skips looking for tensors in a value that cannot hold any."""
         file = f"{op.path}/{label}" if self._files else None
         if isinstance(value, torch.Tensor):
             summary, written = self._summarize(value)
@@ -289,7 +290,11 @@ class _DumpSession:
                 node = summary.block if not optional else OptionalNode(summary.block)
                 self._write_file(file, node, None if optional else written)
             return
-        node = self._node(op, label, role, file, value, fixed_size)
+        if tensors and isinstance(value, (tuple, list)) and any(
+                isinstance(item, torch.Tensor) for item in value):
+            node = self._sequence_node(op, label, role, file, value)
+        else:
+            node = self._other_node(op, label, file, value, fixed_size)
         if file is not None:
             self._write_file(file, node if not optional or value is None else OptionalNode(node),
                              None)
@@ -303,27 +308,30 @@ class _DumpSession:
         if written is not None:
             written.file = relative
 
-    def _node(self, op: _Op, label: str, role: str, file: str | None, value: Any,
-              fixed_size: int | None = None) -> Node | None:
-        """Index a non-tensor ``value`` (a sequence of tensors: each of them) and, when files
-        are written, its printed node."""
-        if value is None:
-            self._index_value(op, label, role, file, "Optional", None)
-            return OptionalNode(None)
-        if isinstance(value, (tuple, list)) and any(isinstance(i, torch.Tensor) for i in value):
-            return SequenceNode("Tuple" if role != "input" else "TensorList", tuple(
-                self._item_node(op, f"{label}[{index}]", role, file, item)
-                for index, item in enumerate(value)))
-        kind = _plain_kind(value, fixed_size)
-        self._index_value(op, label, role, file, kind, repr(value))
-        return None if file is None else _plain_node(kind, value)
+    def _sequence_node(self, op: _Op, label: str, role: str, file: str | None,
+                       value: tuple | list) -> Node | None:
+        """Index the tensors of a list or tuple (``label[i]``) and the rest as other values."""
+        items = []
+        for index, item in enumerate(value):
+            item_label = f"{label}[{index}]"
+            if isinstance(item, torch.Tensor):
+                summary, written = self._summarize(item)
+                self._index_tensor(op, item_label, role, file, summary, written)
+                items.append(summary.block)
+            else:
+                items.append(self._other_node(op, item_label, file, item))
+        return None if file is None else SequenceNode(
+            "Tuple" if role != "input" else "TensorList", tuple(items))
 
-    def _item_node(self, op: _Op, label: str, role: str, file: str | None, item: Any) -> Node:
-        if not isinstance(item, torch.Tensor):
-            return self._node(op, label, role, file, item)
-        summary, written = self._summarize(item)
-        self._index_tensor(op, label, role, file, summary, written)
-        return summary.block
+    @staticmethod
+    def _other_node(op: _Op, label: str, file: str | None, value: Any,
+                    fixed_size: int | None = None) -> Node | None:
+        """Add a non-tensor value to the op's text; its printed node when files are written."""
+        op.non_tensors.append(f"{label}={value!r}")
+        if file is None:
+            return None
+        return OptionalNode(None) if value is None else _plain_node(
+            _plain_kind(value, fixed_size), value)
 
     def _summarize(self, tensor: torch.Tensor) -> tuple[TensorSummary, "_Written | None"]:
         level = self.settings.level
@@ -342,14 +350,10 @@ class _DumpSession:
 
     def _index_tensor(self, op: _Op, label: str, role: str, file: str | None,
                       summary: TensorSummary, written: "_Written | None") -> None:
-        write = (summary.level < self.settings.level, written.offset if written else None,
-                 written.nbytes if written else None)
-        op.entries.append((label, role, "Tensor", file, None, summary.fields, write))
-
-    @staticmethod
-    def _index_value(op: _Op, label: str, role: str, file: str | None, kind: str,
-                     text: str | None) -> None:
-        op.entries.append((label, role, kind, file, text, None, None))
+        op.tensors.append((label, role, file, *summary.fields,
+                           summary.level < self.settings.level,
+                           written.offset if written else None,
+                           written.nbytes if written else None))
 
     def close(self) -> None:
         """Finish the index (parquet); on a failed write the journal stays, and is loadable."""
@@ -359,7 +363,7 @@ class _DumpSession:
             self._journal.close(to_parquet=not self._stopped)
         except OSError as exc:
             warnings.warn(f"mluverify Dumper: could not write the parquet index ({exc}); "
-                          f"the journal index.jsonl holds every row", RuntimeWarning)
+                          f"the journal index.journal holds every row", RuntimeWarning)
 
 
 _OTHER_KINDS = {torch.dtype: "ScalarType", torch.device: "Device", torch.layout: "Layout",

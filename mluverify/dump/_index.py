@@ -1,17 +1,18 @@
-"""The dump's index: one row per dumped value, kept crash-safe as the run goes.
+"""The dump's index: one row per dumped tensor, kept crash-safe as the run goes.
+
+Each row names its op (sequence number, ``aten::`` name, directory, parent call) and the op's
+other arguments and results as text (``non_tensors``: ``mlu_stride=[1, 1], mlu_groups=1``):
+about half of an op's values are not tensors, and a row each made them half of the index's
+cost without a number to analyse.
 
 While dumping, each op is appended to the journal ``index.journal`` as one length-prefixed
 pickle frame as soon as it finishes (a crash or a full disk loses at most the op being
-written; pickle because JSON's float printing costs 10x more per op). A frame is compact, tuples
-rather than one dict per row, because building and pickling per-row dicts was a third of
-the cost of a level-0 dump (measured, benchmarks/dump_overhead.py):
-
-    (seq, op, name, path, parent, entries, errors)
-    entry: (arg, role, kind, file, value, tensor fields or None, (degraded, offset, nbytes))
-
-with the tensor fields in ``TENSOR_COLUMNS`` order and ``errors`` (``use_cpu``: metrics of
-the op's own, inherited and total error, or None) shown on the op's first result row. On
-exit the frames, also kept in memory, become ``index.parquet`` and the journal is removed.
+written; pickle because JSON's float printing costs 10x more per op). A frame is ``(rows, errors)``:
+rows are tuples in ``COLUMNS`` order, not dicts, because building and pickling per-row dicts
+was a third of the cost of a level-0 dump (measured, benchmarks/dump_overhead.py);
+``errors`` (``use_cpu``: metrics of the op's own, inherited and total error, or None) belong
+to the op's first result row. On exit the frames, also kept in memory, become
+``index.parquet`` and the journal is removed.
 Journals are read back with an unpickler that refuses every global, so a foreign journal
 cannot run code. ``load`` reads whichever is there. Exact values of level-2
 tensors live in the binary sidecar ``values.bin`` (``offset``/``nbytes`` columns).
@@ -43,10 +44,9 @@ FORMAT = "mluverify-dump/1"
 
 # Columns every index has, in frame order; metric columns are added when the dump ran with
 # use_cpu.
-COLUMNS = ("seq", "op", "name", "path", "parent", "arg", "role", "kind", "file", "value",
+COLUMNS = ("seq", "op", "name", "path", "parent", "non_tensors", "arg", "role", "file",
            *TENSOR_COLUMNS, "degraded", "offset", "nbytes")
-_NOT_A_TENSOR = (None,) * len(TENSOR_COLUMNS)
-_NOT_WRITTEN = (None, None, None)
+_ROLE = COLUMNS.index("role")
 _LENGTH = struct.Struct("<Q")  # the byte length before each journal frame
 
 # Integer columns that non-tensor rows leave empty: nullable, not float.
@@ -74,18 +74,19 @@ class IndexJournal:
         """Close the journal and, if asked, write ``index.parquet`` and remove the journal."""
         self._file.close()
         if to_parquet:
+            # A small file read whole: dictionaries and statistics would only cost time.
             pq.write_table(pa.Table.from_pydict(frame_columns(self._frames)),
-                           self._directory / INDEX)
+                           self._directory / INDEX, use_dictionary=False,
+                           write_statistics=False)
             os.remove(self._directory / JOURNAL)
 
 
 def frame_columns(frames: list[tuple]) -> dict[str, list]:
-    """The index columns of op frames, one row per entry."""
-    rows = [(*frame[:5], *entry[:5], *(entry[5] or _NOT_A_TENSOR), *(entry[6] or _NOT_WRITTEN))
-            for frame in frames for entry in frame[5]]
-    columns = {name: list(values) for name, values in zip(COLUMNS, zip(*rows))}
+    """The index columns of op frames."""
+    rows = [row for frame in frames for row in frame[0]]
     if not rows:
-        columns = {name: [] for name in COLUMNS}
+        return {name: [] for name in COLUMNS}
+    columns = {name: list(values) for name, values in zip(COLUMNS, zip(*rows))}
     _add_errors(columns, frames)
     return columns
 
@@ -93,13 +94,12 @@ def frame_columns(frames: list[tuple]) -> dict[str, list]:
 def _add_errors(columns: dict[str, list], frames: list[tuple]) -> None:
     """Put each op's ``errors`` on its first result row (columns made as they first occur)."""
     row = 0
-    for frame in frames:
-        entries, errors = frame[5], frame[6]
+    for rows, errors in frames:
         if errors:
-            result = row + next(i for i, entry in enumerate(entries) if entry[1] == "result")
+            result = row + next(i for i, values in enumerate(rows) if values[_ROLE] == "result")
             for name, value in errors.items():
                 columns.setdefault(name, [None] * len(columns["seq"]))[result] = value
-        row += len(entries)
+        row += len(rows)
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -196,16 +196,6 @@ def _frame(path: Path, data: bytes, start: int) -> tuple:
 
 
 def _is_frame(frame: Any) -> bool:
-    return (isinstance(frame, tuple) and len(frame) == 7 and isinstance(frame[5], list)
-            and all(_is_entry(entry) for entry in frame[5])
-            and (frame[6] is None or isinstance(frame[6], dict)))
-
-
-def _is_entry(entry: Any) -> bool:
-    return (isinstance(entry, tuple) and len(entry) == 7
-            and _is_tuple_or_none(entry[5], len(TENSOR_COLUMNS))
-            and _is_tuple_or_none(entry[6], len(_NOT_WRITTEN)))
-
-
-def _is_tuple_or_none(value: Any, length: int) -> bool:
-    return value is None or (isinstance(value, tuple) and len(value) == length)
+    return (isinstance(frame, tuple) and len(frame) == 2 and isinstance(frame[0], list)
+            and all(isinstance(row, tuple) and len(row) == len(COLUMNS) for row in frame[0])
+            and (frame[1] is None or isinstance(frame[1], dict)))

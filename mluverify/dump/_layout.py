@@ -108,6 +108,7 @@ class Parameter:
     fixed_size: int | None  # N of a ``bool[N]`` argument (Cambricon prints it as an Array)
     optional: bool
     written: bool  # the op writes to it (in-place)
+    tensors: bool  # its type can hold tensors (Tensor, Tensor?, Tensor[], ...)
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,8 @@ def op_info(func: Any) -> OpInfo:
         Parameter(argument.name, f"mlu_{argument.name}", not argument.kwarg_only,
                   argument.has_default_value(),
                   argument.default_value if argument.has_default_value() else None,
-                  argument.N, str(argument.type).startswith("Optional["), argument.is_write)
+                  argument.N, str(argument.type).startswith("Optional["), argument.is_write,
+                  "Tensor" in str(argument.type))
         for argument in schema.arguments if not argument.is_out)
     return OpInfo(name, f"{schema.name}{overload}", parameters,
                   any(argument.is_write for argument in schema.arguments),

@@ -188,11 +188,17 @@ def test_index_rows_name_ops_arguments_and_parents(tmp_path):
     index = load(dumper.path)
     conv = index[index["seq"] == 1]
     assert set(conv["op"]) == {"aten::convolution"} and set(conv["parent"]) == {"conv2d"}
-    tensors = conv[conv["kind"] == "Tensor"].set_index("arg")
+    tensors = conv.set_index("arg")
     assert tensors.loc["mlu_weight", "shape"].tolist() == [1, 1, 2, 2]
     assert tensors.loc["cnnl_result", "abs_sum"] == 108
     assert tensors.loc["cnnl_result", "mean"] == pytest.approx(sum(CONV) / 9)
     assert index[index["seq"] == 2]["op"].iloc[0] == "aten::add.Tensor"
+    # One row per tensor; the other arguments are the op's text, in schema order.
+    assert list(conv["arg"]) == ["mlu_input", "mlu_weight", "mlu_bias", "cnnl_result"]
+    assert set(conv["non_tensors"]) == {
+        "mlu_stride=[1, 1], mlu_padding=[0, 0], mlu_dilation=[1, 1], mlu_transposed=False, "
+        "mlu_output_padding=[0, 0], mlu_groups=1"}
+    assert set(index[index["seq"] == 2]["non_tensors"]) == {"mlu_other=1.5, mlu_alpha=1"}
 
 
 def test_nan_and_inf_are_counted(tmp_path):
@@ -208,7 +214,7 @@ def test_max_bytes_degrades_level_2_to_level_1(tmp_path):
     with Dumper(tmp_path / "dump", level=2, max_bytes=5000) as dumper:
         torch.relu(small)
         torch.relu(big)
-    index = load(dumper.path).query("kind == 'Tensor'")
+    index = load(dumper.path)
     assert index["level"].tolist() == [2, 2, 1, 1]
     assert index["degraded"].tolist() == [False, False, True, True]
     assert lines(dumper.path / "2_relu/cnnl_result") == [header([1000], [1], 1), "1000"]
