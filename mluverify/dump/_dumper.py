@@ -26,7 +26,7 @@ from mluverify.dump._layout import (
     OpInfo, OpTree, bind_arguments, call_name, create_dump_dir, op_info, resolve_dump_dir,
 )
 from mluverify.dump._summary import (
-    SHARED_CACHE, SummaryCache, TensorSummary, summarize, type_name,
+    SHARED_CACHE, SummaryCache, TensorSummary, empty_summary, summarize, type_name,
 )
 from mluverify.dump._writer import DumpWriter
 from mluverify.errors import InvalidArgument, valid_choice
@@ -154,26 +154,21 @@ class _OpMode(TorchDispatchMode):
         return self._session.run(func, args, kwargs or {})
 
 
-def _undumped() -> contextlib.AbstractContextManager:
-    """Run the dumper's own tensor work unseen by any mode (its statistics are ops too).
+def _modes_on() -> bool:
+    """Whether any dispatch or function mode is on. Inside its handler the Dumper's own
+    dispatch mode is off, and so is its function mode when the op runs inside a torch-level
+    call: usually none is."""
+    return torch._C._len_torch_dispatch_stack() > 0 or torch._C._is_torch_function_mode_enabled()
 
-    The Dumper's own dispatch mode is already off inside its handler, and so is its function
-    mode when the op runs inside a torch-level call; popping modes costs more than the rest
-    of a level-0 op, so only modes that are actually on are turned off.
-    """
-    dispatch_on = torch._C._len_torch_dispatch_stack() > 0
-    function_on = torch._C._is_torch_function_mode_enabled()
-    if not (dispatch_on or function_on):
-        return _NOTHING_ON
+
+def _undumped() -> contextlib.ExitStack:
+    """Run the dumper's own tensor work unseen by any mode (its statistics are ops too)."""
     stack = contextlib.ExitStack()
-    if dispatch_on:
+    if torch._C._len_torch_dispatch_stack():
         stack.enter_context(_disable_current_modes())
-    if function_on:
+    if torch._C._is_torch_function_mode_enabled():
         stack.enter_context(torch._C.DisableTorchFunction())
     return stack
-
-
-_NOTHING_ON = contextlib.nullcontext()
 
 
 class _DumpSession:
@@ -200,17 +195,15 @@ class _DumpSession:
         info = op_info(func)
         if info.excluded:
             return self._run_undumped(func, args, kwargs)
-        with _undumped():
-            op = self._guard(self._begin, info, args, kwargs)
+        op = self._step(self._begin, info, args, kwargs)
         try:
             output = func(*args, **kwargs)
         except BaseException:
             if op is not None:  # the inputs of an op that raised are what explains it
-                self._guard(self._journal.append, op.frame())
+                self._step(self._journal.append, op.frame())
             raise
         if op is not None:
-            with _undumped():
-                self._guard(self._finish, op, func, args, kwargs, output)
+            self._step(self._finish, op, func, args, kwargs, output)
         return output
 
     def _run_undumped(self, func: Callable, args: tuple, kwargs: dict) -> Any:
@@ -224,10 +217,14 @@ class _DumpSession:
             self._chain.run(func, ref_args, ref_kwargs, output)
         return output
 
-    def _guard(self, step: Callable, *args: Any) -> Any:
-        """Run a dump step; a failed write stops dumping, never the program."""
+    def _step(self, step: Callable, *args: Any) -> Any:
+        """Run a dump step unseen by any mode; a failed write stops dumping, never the
+        program. (A ``with`` for the usual case, no mode on, cost 1 ms a ResNet50 forward.)"""
         try:
-            return step(*args)
+            if not _modes_on():
+                return step(*args)
+            with _undumped():
+                return step(*args)
         except OSError as exc:
             self._stopped = True
             warnings.warn(f"mluverify Dumper: stopped dumping into {self._writer.root} after "
@@ -335,6 +332,8 @@ class _DumpSession:
 
     def _summarize(self, tensor: torch.Tensor) -> tuple[TensorSummary, "_Written | None"]:
         level = self.settings.level
+        if tensor.numel() == 0:  # nothing that could change: no cache entry
+            return empty_summary(tensor.dtype, tuple(tensor.shape), tensor.stride(), level), None
         if level == 2 and (self._degraded or not self._writer.fits(tensor.numel(),
                                                                     tensor.element_size())):
             self._degraded, level = True, 1

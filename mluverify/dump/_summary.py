@@ -6,6 +6,7 @@ mean and NaN/Inf counts; level 2 every value and the same statistics.
 """
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import weakref
@@ -54,12 +55,11 @@ class TensorSummary:
 def summarize(tensor: torch.Tensor, level: int) -> TensorSummary:
     """Summarize ``tensor`` (any device) at ``level``; run with dispatch modes disabled."""
     shape, stride, numel = tuple(tensor.shape), tensor.stride(), tensor.numel()
+    if numel == 0:
+        return empty_summary(tensor.dtype, shape, stride, level)
     described = (str(tensor.dtype).removeprefix("torch."), list(shape), list(stride), numel,
                  level)
     name = type_name(tensor.dtype)
-    if numel == 0:
-        return TensorSummary(TensorBlock(name, shape, stride, 0, np.empty(0)), level,
-                             (*described, None, *_NO_STATS))
     host = host_view(tensor)
     if level == 0:
         head = _head(host)
@@ -74,6 +74,17 @@ def summarize(tensor: torch.Tensor, level: int) -> TensorSummary:
     exact = _to_numpy(host)
     return TensorSummary(TensorBlock(name, shape, stride, numel, exact), level,
                          (*described, _floats(exact[:HEAD]), *stats), exact)
+
+
+@functools.lru_cache(maxsize=1024)
+def empty_summary(dtype: torch.dtype, shape: tuple[int, ...], stride: tuple[int, ...],
+                  level: int) -> TensorSummary:
+    """The summary of a tensor without elements, which its metadata alone decides (a
+    ResNet50 forward makes 159 of them: batch norm's unused statistics and workspaces)."""
+    fields = (str(dtype).removeprefix("torch."), list(shape), list(stride), 0, level, None,
+              *_NO_STATS)
+    return TensorSummary(TensorBlock(type_name(dtype), shape, stride, 0, np.empty(0)), level,
+                         fields)
 
 
 def host_view(tensor: torch.Tensor) -> torch.Tensor:
