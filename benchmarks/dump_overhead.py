@@ -3,8 +3,9 @@
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/dump_overhead.py [--device cpu|mlu]
 [--repeat 3] [--threads N] [--dir DIR] [--only TEXT]``. Each variant is timed as the whole
 ``with Dumper(...)`` block (the dump is complete, index written, when the clock stops) and
-divided by the median undumped forward measured between the same runs: wall-clock time,
-and this process's CPU time (steadier on a shared machine). Not a timed test: it prints.
+divided by the undumped forward run just before it; the table shows medians of those
+ratios, in wall-clock time and in this process's CPU time (steadier on a shared machine).
+Not a timed test: it prints.
 """
 from __future__ import annotations
 
@@ -154,24 +155,25 @@ def main() -> None:
         print(f"undumped forward: {wall * 1e3:.0f} ms wall, {cpu * 1e3:.0f} ms CPU "
               f"(median of {len(plain)})")
         print(f"{'variant':26} {'wall ms':>8} {'x fwd':>6} {'CPU ms':>8} {'x fwd':>6} "
-              f"{'1st x':>6}  notes  (1st x: CPU ratio of the first block, statistics cache cold)")
+              f"{'1st x':>6}  notes  (x fwd: median of block / the forward run before it; 1st x: CPU ratio of the first block, statistics cache cold)")
         for label, options in [variant for variant in VARIANTS if args.only in variant[0]]:
-            runs, notes = [], ""
+            runs, ratios, notes = [], [], ""
             _cold_cache()
             for repeat in range(args.repeat):
-                plain.append(timed(forward))
+                # Each block is paired with the undumped forward just before it, so a machine
+                # that slows down or speeds up during the run moves both sides alike.
+                before = timed(forward)
                 path = root / f"{label.replace(', ', '-').replace(' ', '')}-{repeat}"
                 with FileClock() as files:
                     runs.append(timed(lambda: _dump(forward, path, options)))
+                ratios.append((runs[-1][0] / before[0], runs[-1][1] / before[1]))
                 if repeat == args.repeat - 1:
-                    overhead = runs[-1][0] - median_pair(plain)[0]
-                    notes = _notes(path, files, overhead)
+                    notes = _notes(path, files, runs[-1][0] - before[0])
                 shutil.rmtree(path)
-            base_wall, base_cpu = median_pair(plain)
             block_wall, block_cpu = median_pair(runs)
-            print(f"{label:26} {block_wall * 1e3:8.0f} {block_wall / base_wall:6.2f} "
-                  f"{block_cpu * 1e3:8.0f} {block_cpu / base_cpu:6.2f} "
-                  f"{runs[0][1] / base_cpu:6.2f}  {notes}")
+            ratio_wall, ratio_cpu = median_pair(ratios)
+            print(f"{label:26} {block_wall * 1e3:8.0f} {ratio_wall:6.2f} "
+                  f"{block_cpu * 1e3:8.0f} {ratio_cpu:6.2f} {ratios[0][1]:6.2f}  {notes}")
     print(f"creating a file or directory here costs {file_create_seconds(root) * 1e3:.2f} ms "
           f"(probe, now)")
     print(formatter_rates())
