@@ -327,8 +327,7 @@ class _DumpSession:
         op.non_tensors.append(f"{label}={value!r}")
         if file is None:
             return None
-        return OptionalNode(None) if value is None else _plain_node(
-            _plain_kind(value, fixed_size), value)
+        return OptionalNode(None) if value is None else _plain_node(value, fixed_size)
 
     def _summarize(self, tensor: torch.Tensor) -> tuple[TensorSummary, "_Written | None"]:
         level = self.settings.level
@@ -369,27 +368,18 @@ _OTHER_KINDS = {torch.dtype: "ScalarType", torch.device: "Device", torch.layout:
                 torch.memory_format: "MemoryFormat", str: "String", torch.Generator: "Generator"}
 
 
-def _plain_kind(value: Any, fixed_size: int | None) -> str:
-    """The header kind of a non-tensor value (an unforeseen type: its type name)."""
-    if isinstance(value, (bool, int, float)):
-        return "Scalar"
+def _plain_node(value: Any, fixed_size: int | None) -> Node:
+    """The node of a non-tensor value (an unforeseen type prints its type name and repr)."""
+    if isinstance(value, bool):
+        return ScalarNode("Bool", value)
+    if isinstance(value, int):
+        return ScalarNode("Long", value)
+    if isinstance(value, float):
+        return ScalarNode("Double", value)
     if isinstance(value, (list, tuple)) and all(isinstance(i, (bool, int, float)) for i in value):
-        return "Array" if fixed_size else "List"
+        return NumbersNode("Array" if fixed_size else "List", value)
     for python_type, kind in _OTHER_KINDS.items():
         if isinstance(value, python_type):
-            return kind
-    return type(value).__name__
-
-
-def _plain_node(kind: str, value: Any) -> Node:
-    """The printed node of a non-tensor value of header ``kind``."""
-    if kind == "Scalar":
-        scalar_type = "Bool" if isinstance(value, bool) else (
-            "Long" if isinstance(value, int) else "Double")
-        return ScalarNode(scalar_type, value)
-    if kind in ("Array", "List"):
-        return NumbersNode(kind, value)
-    if kind not in _OTHER_KINDS.values():
-        return OtherNode(kind, repr(value))
-    text = type_name(value) if isinstance(value, torch.dtype) else str(value)
-    return OtherNode(kind, text.removeprefix("torch."))
+            text = type_name(value) if isinstance(value, torch.dtype) else str(value)
+            return OtherNode(kind, text.removeprefix("torch."))
+    return OtherNode(type(value).__name__, repr(value))

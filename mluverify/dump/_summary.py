@@ -57,8 +57,7 @@ def summarize(tensor: torch.Tensor, level: int) -> TensorSummary:
     shape, stride, numel = tuple(tensor.shape), tensor.stride(), tensor.numel()
     if numel == 0:
         return empty_summary(tensor.dtype, shape, stride, level)
-    described = (str(tensor.dtype).removeprefix("torch."), list(shape), list(stride), numel,
-                 level)
+    described = _described(tensor.dtype, shape, stride, numel, level)
     name = type_name(tensor.dtype)
     host = host_view(tensor)
     if level == 0:
@@ -81,10 +80,14 @@ def empty_summary(dtype: torch.dtype, shape: tuple[int, ...], stride: tuple[int,
                   level: int) -> TensorSummary:
     """The summary of a tensor without elements, which its metadata alone decides (a
     ResNet50 forward makes 159 of them: batch norm's unused statistics and workspaces)."""
-    fields = (str(dtype).removeprefix("torch."), list(shape), list(stride), 0, level, None,
-              *_NO_STATS)
     return TensorSummary(TensorBlock(type_name(dtype), shape, stride, 0, np.empty(0)), level,
-                         fields)
+                         (*_described(dtype, shape, stride, 0, level), None, *_NO_STATS))
+
+
+def _described(dtype: torch.dtype, shape: tuple[int, ...], stride: tuple[int, ...], numel: int,
+               level: int) -> tuple:
+    """The first index columns of a tensor: dtype, shape, stride, numel, level."""
+    return str(dtype).removeprefix("torch."), list(shape), list(stride), numel, level
 
 
 def host_view(tensor: torch.Tensor) -> torch.Tensor:

@@ -119,6 +119,11 @@ def test_corrupt_or_hostile_journal_frame_is_named(tmp_path):
         (dumper.path / "index.journal").write_bytes(struct.pack("<Q", len(frame)) + frame)
         with pytest.raises(RecordsError, match=r"index.journal: corrupt index frame at byte 8"):
             dump_diff(dumper.path)
+    plain_but_foreign = pickle.dumps(([(1, "aten::relu")], None))  # rows of the wrong width
+    (dumper.path / "index.journal").write_bytes(
+        struct.pack("<Q", len(plain_but_foreign)) + plain_but_foreign)
+    with pytest.raises(RecordsError, match=r"frame at byte 8 is not a mluverify op frame"):
+        dump_diff(dumper.path)
 
 
 def test_level_2_reproducer_loads_the_exact_inputs_from_the_sidecar(tmp_path):

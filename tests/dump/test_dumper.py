@@ -5,6 +5,7 @@ The small network is conv (ones 2x2 kernel, bias -30) -> + 1.5 -> relu on the 4x
 """
 import os
 
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -199,6 +200,17 @@ def test_index_rows_name_ops_arguments_and_parents(tmp_path):
         "mlu_stride=[1, 1], mlu_padding=[0, 0], mlu_dilation=[1, 1], mlu_transposed=False, "
         "mlu_output_padding=[0, 0], mlu_groups=1"}
     assert set(index[index["seq"] == 2]["non_tensors"]) == {"mlu_other=1.5, mlu_alpha=1"}
+
+
+def test_empty_tensors_are_dumped_at_the_level_asked(tmp_path):
+    x = torch.ones(0, 3)
+    for level in (0, 1):
+        with Dumper(tmp_path / "dump", level=level) as dumper:
+            torch.relu(x)
+        result = load(dumper.path).query("role == 'result'").iloc[0]
+        assert (result["numel"], result["level"], result["shape"].tolist()) == (0, level, [0, 3])
+        assert result["head"] is None and pd.isna(result["abs_sum"])
+        assert lines(dumper.path / "1_relu/cnnl_result") == ["Tensor : Type = Empty"]
 
 
 def test_nan_and_inf_are_counted(tmp_path):
