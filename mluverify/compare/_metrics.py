@@ -132,19 +132,22 @@ def all_metrics(actual: np.ndarray, expected: np.ndarray) -> dict[str, float]:
     if actual.size == 0:
         return {"rel_mse": 0.0, "rae": 0.0, "rma": 0.0, "max_abs": 0.0, "max_rel": 0.0,
                 "cosine": 1.0, "sqnr_db": math.inf}
-    sums = np.zeros(7)  # (a-e)^2, e^2, a^2, a*e, |a-e|, |e|, |a|
-    max_abs = max_rel = 0.0
+    squared_error = squared_reference = squared_actual = dot = 0.0
+    sum_abs_diff = sum_abs_e = sum_abs_a = max_abs = max_rel = 0.0
     for start in range(0, actual.size, _CHUNK):
-        a = actual[start:start + _CHUNK].astype(np.float64)
-        e = expected[start:start + _CHUNK].astype(np.float64)
+        a = actual[start:start + _CHUNK].astype(np.float64, copy=False)
+        e = expected[start:start + _CHUNK].astype(np.float64, copy=False)
         diff = a - e
         abs_diff, abs_e = np.abs(diff), np.abs(e)
-        sums += (_dot(diff, diff), _dot(e, e), _dot(a, a), _dot(a, e),
-                 abs_diff.sum(), abs_e.sum(), np.abs(a, out=a).sum())
+        squared_error += _dot(diff, diff)
+        squared_reference += _dot(e, e)
+        squared_actual += _dot(a, a)
+        dot += _dot(a, e)
+        sum_abs_diff += float(abs_diff.sum())
+        sum_abs_e += float(abs_e.sum())
+        sum_abs_a += float(np.abs(a).sum())
         max_abs = max(max_abs, float(abs_diff.max()))
         max_rel = max(max_rel, _max_rel(abs_diff, abs_e))
-    squared_error, squared_reference, squared_actual, dot, sum_abs_diff, sum_abs_e, sum_abs_a = (
-        float(value) for value in sums)
     mean_abs_e, mean_abs_a = sum_abs_e / actual.size, sum_abs_a / actual.size
     return {
         "rel_mse": _rel_mse_from_sums(squared_error, squared_reference),
