@@ -49,7 +49,8 @@ COLUMNS = ("seq", "op", "name", "path", "parent", "non_tensors", "arg", "role", 
 _ROLE = COLUMNS.index("role")
 _LENGTH = struct.Struct("<Q")  # the byte length before each journal frame
 
-# Integer columns that non-tensor rows leave empty: nullable, not float.
+# Integer columns that some rows leave empty (statistics below level 1, sidecar below
+# level 2): nullable, not float.
 _INTEGER_COLUMNS = ("seq", "numel", "level", "nan", "inf", "offset", "nbytes")
 
 
@@ -95,10 +96,10 @@ def _add_errors(columns: dict[str, list], frames: list[tuple]) -> None:
     """Put each op's ``errors`` on its first result row (columns made as they first occur)."""
     row = 0
     for rows, errors in frames:
-        if errors:
-            result = row + next(i for i, values in enumerate(rows) if values[_ROLE] == "result")
+        result = next((i for i, values in enumerate(rows) if values[_ROLE] == "result"), None)
+        if errors and result is not None:  # a foreign frame may have errors but no result
             for name, value in errors.items():
-                columns.setdefault(name, [None] * len(columns["seq"]))[result] = value
+                columns.setdefault(name, [None] * len(columns["seq"]))[row + result] = value
         row += len(rows)
 
 
