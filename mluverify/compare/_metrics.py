@@ -26,8 +26,9 @@ METRIC_NAMES = JUDGEABLE + DIAGNOSTIC
 
 def _dot(x: np.ndarray, y: np.ndarray) -> float:
     """``sum(x * y)`` without BLAS: a multithreaded BLAS dot leaves OpenBLAS's workers
-    spinning, and torch's OpenMP pool then waits for cores (measured on 2 cores: the next
-    torch reduction of 800 k floats took 8 ms instead of 31 us). einsum is one thread."""
+    spinning, and torch's OpenMP pool then waits for cores: on 2 cores the next torch sum of
+    800 k floats takes milliseconds instead of tens of microseconds (benchmarks/compare_cost.py
+    prints both). einsum is one thread."""
     return float(np.einsum("i,i->", x, y))
 
 
@@ -122,7 +123,7 @@ BUILTIN_METRICS: Mapping[str, Callable[[np.ndarray, np.ndarray], float]] = {
 
 # Elements per pass of ``all_metrics``: float64 temporaries of this size stay in the L2
 # cache; whole-array temporaries of a 4M-element pair (32 MB each) cost more in page faults
-# than the arithmetic (measured: 3x slower).
+# than the arithmetic (benchmarks/compare_cost.py: 99-105 ms whole-array, 38 ms chunked).
 _CHUNK = 1 << 16
 
 

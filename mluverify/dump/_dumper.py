@@ -26,7 +26,7 @@ from mluverify.dump._layout import (
     OpInfo, OpTree, bind_arguments, call_name, create_dump_dir, op_info, resolve_dump_dir,
 )
 from mluverify.dump._summary import (
-    SHARED_CACHE, SummaryCache, TensorSummary, empty_summary, summarize, type_name,
+    SHARED_CACHE, SummaryCache, TensorSummary, summarize, type_name,
 )
 from mluverify.dump._writer import DumpWriter
 from mluverify.errors import InvalidArgument, valid_choice
@@ -219,7 +219,7 @@ class _DumpSession:
 
     def _step(self, step: Callable, *args: Any) -> Any:
         """Run a dump step unseen by any mode; a failed write stops dumping, never the
-        program. (A ``with`` for the usual case, no mode on, cost 1 ms a ResNet50 forward.)"""
+        program. The usual case, no mode on, goes without a ``with``: this runs twice per op."""
         try:
             if not _modes_on():
                 return step(*args)
@@ -331,8 +331,8 @@ class _DumpSession:
 
     def _summarize(self, tensor: torch.Tensor) -> tuple[TensorSummary, "_Written | None"]:
         level = self.settings.level
-        if tensor.numel() == 0:  # nothing that could change: no cache entry
-            return empty_summary(tensor.dtype, tuple(tensor.shape), tensor.stride(), level), None
+        if tensor.numel() == 0:  # decided by its metadata alone: no cache entry
+            return summarize(tensor, level), None
         if level == 2 and (self._degraded or not self._writer.fits(tensor.numel(),
                                                                     tensor.element_size())):
             self._degraded, level = True, 1

@@ -2,14 +2,14 @@
 
 Each row names its op (sequence number, ``aten::`` name, directory, parent call) and the op's
 other arguments and results as text (``non_tensors``: ``mlu_stride=[1, 1], mlu_groups=1``):
-about half of an op's values are not tensors, and a row each made them half of the index's
-cost without a number to analyse.
+about half of an op's values are not tensors, and a row each would cost as much as a
+tensor's row with no number in it to analyse.
 
 While dumping, each op is appended to the journal ``index.journal`` as one length-prefixed
 pickle frame as soon as it finishes (a crash or a full disk loses at most the op being
 written; pickle because JSON's float printing costs 10x more per op). A frame is ``(rows, errors)``:
-rows are tuples in ``COLUMNS`` order, not dicts, because building and pickling per-row dicts
-was a third of the cost of a level-0 dump (measured, benchmarks/dump_overhead.py);
+rows are tuples in ``COLUMNS`` order, not dicts, which are slower to build and to pickle per
+op (benchmarks/dump_overhead.py, index level 0, is the figure this keeps low);
 ``errors`` (``use_cpu``: metrics of the op's own, inherited and total error, or None) belong
 to the op's first result row. On exit the frames, also kept in memory, become
 ``index.parquet`` and the journal is removed.

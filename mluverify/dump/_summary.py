@@ -56,7 +56,7 @@ def summarize(tensor: torch.Tensor, level: int) -> TensorSummary:
     """Summarize ``tensor`` (any device) at ``level``; run with dispatch modes disabled."""
     shape, stride, numel = tuple(tensor.shape), tensor.stride(), tensor.numel()
     if numel == 0:
-        return empty_summary(tensor.dtype, shape, stride, level)
+        return _empty_summary(tensor.dtype, shape, stride, level)
     described = _described(tensor.dtype, shape, stride, numel, level)
     name = type_name(tensor.dtype)
     host = host_view(tensor)
@@ -76,7 +76,7 @@ def summarize(tensor: torch.Tensor, level: int) -> TensorSummary:
 
 
 @functools.lru_cache(maxsize=1024)
-def empty_summary(dtype: torch.dtype, shape: tuple[int, ...], stride: tuple[int, ...],
+def _empty_summary(dtype: torch.dtype, shape: tuple[int, ...], stride: tuple[int, ...],
                   level: int) -> TensorSummary:
     """The summary of a tensor without elements, which its metadata alone decides (a
     ResNet50 forward makes 159 of them: batch norm's unused statistics and workspaces)."""
