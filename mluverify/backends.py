@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from mluverify.case import Case, Target
@@ -18,13 +18,31 @@ if TYPE_CHECKING:
     import torch
 
 
+EXECUTED_AS = ("device", "fused", "partially fused", "layer-by-layer")
+
+
 @dataclass(frozen=True)
 class Execution:
-    """What a back end returns for one case: the output, already on the CPU, and the ops
-    that did not run on the device (CPU fallbacks), in the order first seen."""
+    """What a back end returns for one case: the output, already on the CPU, and how it ran.
+
+    ``fallback_ops``: the ops that did not run on the device (CPU fallbacks), in the order first
+    seen. ``executed_as``: ``"device"`` (eager on the device), ``"fused"`` (one compiled / fused
+    program), ``"partially fused"`` (fused groups with ops run layer by layer between them) or
+    ``"layer-by-layer"`` (a fused mode that ran op by op); ``not_fused_reason`` says why a fused
+    mode did not fuse everything. ``info``: facts about the device for the record, keyed by
+    record column (``mluverify.report.records.PROVENANCE_COLUMNS``: ``device_impl``,
+    ``core_version``, ``core_number``, ``compile_s``, ``graph_breaks``, ``recompiles``).
+    """
 
     output: Any
     fallback_ops: tuple[str, ...] = ()
+    executed_as: str = "device"
+    not_fused_reason: str = ""
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.executed_as not in EXECUTED_AS:
+            raise valid_choice("executed_as", self.executed_as, EXECUTED_AS)
 
 
 class Backend(abc.ABC):

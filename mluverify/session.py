@@ -20,7 +20,7 @@ from mluverify.case import Case, Target
 from mluverify.compare import METRIC_NAMES, Tolerance, Verdict, compare, resolve_tolerance
 from mluverify.config import Settings, Waiver
 from mluverify.plugin_manager import call_hook
-from mluverify.report.records import ShardWriter
+from mluverify.report.records import PROVENANCE_COLUMNS, ShardWriter
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,21 @@ def make_record(run_id: str, case: Case, verdict: Verdict | None, execution: Exe
         "reason": verdict.reason if verdict else "",
         "error": error,
         "waived": waived,
+        "status": _status(verdict, error, waived),
+        "kind": "output",
+        "leaf": verdict.leaf if verdict else "",
+        "executed_as": execution.executed_as if verdict else "",
+        "not_fused_reason": execution.not_fused_reason,
+        **{name: execution.info.get(name) for name in PROVENANCE_COLUMNS},
     }
+
+
+def _status(verdict: Verdict | None, error: str, waived: bool) -> str:
+    if error or verdict is None:
+        return "errored"
+    if verdict.passed:
+        return "passed"
+    return "waived" if waived else "failed"
 
 
 def _one_line(exc: BaseException) -> str:

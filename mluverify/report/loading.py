@@ -17,9 +17,30 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-# version v -> function turning a v table into a v + 1 table. Empty while only version 1 exists;
-# a schema change adds its step here, so every older file still loads.
-MIGRATIONS: dict[int, Callable[["pa.Table"], "pa.Table"]] = {}
+
+
+def _v1_to_v2(table: "pa.Table") -> "pa.Table":
+    """Version 2 adds status and provenance columns: a version-1 record's status follows from
+    ``passed`` / ``waived`` / ``error``; what version 1 did not record stays null."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from mluverify.report.records import arrow_schema
+
+    schema = arrow_schema()
+    status = pc.if_else(pc.not_equal(pc.fill_null(table["error"], ""), ""), "errored",
+                        pc.if_else(table["passed"], "passed",
+                                   pc.if_else(pc.fill_null(table["waived"], False), "waived", "failed")))
+    for name in schema.names:
+        if name in table.column_names:
+            continue
+        column = status if name == "status" else pa.nulls(len(table), schema.field(name).type)
+        table = table.append_column(schema.field(name), column.cast(schema.field(name).type))
+    return table
+
+
+# version v -> function turning a v table into a v + 1 table, so every older file still loads.
+MIGRATIONS: dict[int, Callable[["pa.Table"], "pa.Table"]] = {1: _v1_to_v2}
 
 
 def records_path(run: Path) -> Path:

@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from mluverify.errors import RecordsError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # column -> pyarrow type factory name (pyarrow.<name>()); the single definition of a record.
 COLUMNS: dict[str, str] = {
@@ -54,7 +54,27 @@ COLUMNS: dict[str, str] = {
     "reason": "string",
     "error": "string",
     "waived": "bool_",
+    # --- schema version 2: status and provenance (how the case really ran) ---
+    "status": "string",            # passed | failed | errored | waived | not_on_device | not_fused | nondeterministic
+    "kind": "string",              # what was compared: "output", or "grad" for a gradient
+    "leaf": "string",              # the output (or gradient) leaf a record judges, "" for a single tensor
+    "executed_as": "string",       # device | fused | partially fused | layer-by-layer
+    "op_on_cpu": "bool_",          # the op under test itself ran as a CPU fallback
+    "not_fused_reason": "string",  # why a fused target ran (partly) layer by layer
+    "device_impl": "string",       # which implementation ran: "emulator", "torch_mlu", "cuda", ...
+    "core_version": "string",
+    "core_number": "int64",
+    "device_error": "float64",     # golden reference: the device's error against float64 (judged metric)
+    "reference_error": "float64",  # golden reference: the CPU float32 result's own error against float64
+    "error_ratio": "float64",      # device_error / reference_error
+    "compile_s": "float64",        # compiled targets: time spent compiling (not in duration_s)
+    "graph_breaks": "int64",
+    "recompiles": "int64",
+    "model": "string",             # captured cases: the model and the call site they came from
+    "call_site": "string",
 }
+# Columns a back end may fill through ``Execution.info`` (see mluverify.backends).
+PROVENANCE_COLUMNS = ("device_impl", "core_version", "core_number", "compile_s", "graph_breaks", "recompiles")
 
 SHARD_DIR = "shards"
 RECORDS_FILE = "records.parquet"

@@ -11,6 +11,11 @@ from mluverify.report.records import COLUMNS, ShardWriter, merge, to_table
 
 from report_records import make_record, write_run
 
+# The columns schema version 2 added (status and provenance), listed by hand.
+V2_COLUMNS = {"status", "kind", "leaf", "executed_as", "op_on_cpu", "not_fused_reason", "device_impl",
+              "core_version", "core_number", "device_error", "reference_error", "error_ratio",
+              "compile_s", "graph_breaks", "recompiles", "model", "call_site"}
+
 
 def test_load_returns_every_record_with_every_column(tmp_path):
     rows = [make_record("t[a]", 0.001), make_record("t[b]", 0.005, op="mul")]
@@ -57,7 +62,7 @@ def test_foreign_parquet_names_the_file_and_missing_columns(tmp_path):
 
 def test_newer_schema_is_refused_naming_both_versions(tmp_path):
     write_run(tmp_path, [make_record("t[a]", 0.001)], {"schema_version": 99})
-    with pytest.raises(RecordsError, match="version 99, newer than version 1"):
+    with pytest.raises(RecordsError, match="version 99, newer than version 2"):
         load(tmp_path)
 
 
@@ -70,7 +75,7 @@ def _version0_table():
 
 def test_older_schema_without_migration_is_refused_naming_both_versions(tmp_path):
     pq.write_table(_version0_table(), tmp_path / "records.parquet")
-    with pytest.raises(RecordsError, match="version 0; this mluverify reads version 1 and has no migration"):
+    with pytest.raises(RecordsError, match="version 0; this mluverify reads version 2 and has no migration"):
         load(tmp_path)
 
 
@@ -81,6 +86,19 @@ def test_older_schema_is_migrated_step_by_step(tmp_path, monkeypatch):
     monkeypatch.setitem(loading.MIGRATIONS, 0, rename_judged)
     pq.write_table(_version0_table(), tmp_path / "records.parquet")
     assert load(tmp_path)["value"].tolist() == [0.002]
+
+
+def test_version1_records_get_a_status_from_passed_waived_and_error(tmp_path):
+    rows = [dict(make_record("t[ok]", 0.001), passed=True), dict(make_record("t[bad]", 0.5), passed=False),
+            dict(make_record("t[w]", 0.5), passed=False, waived=True),
+            dict(make_record("t[e]", 0.5), passed=False, error="RuntimeError: boom")]
+    table = to_table(rows)
+    version1 = [n for n in table.column_names if n not in V2_COLUMNS]
+    pq.write_table(table.select(version1).replace_schema_metadata({"mluverify": json.dumps({"schema_version": 1})}),
+                   tmp_path / "records.parquet")
+    frame = load(tmp_path)
+    assert frame["status"].tolist() == ["passed", "failed", "waived", "errored"]
+    assert frame["core_version"].isna().all() and list(frame.columns) == list(COLUMNS)
 
 
 def test_empty_run_loads_as_an_empty_frame(tmp_path):
