@@ -32,8 +32,11 @@ class Case:
     """One comparison to make: the op, where it runs and in which precision.
 
     ``dtype`` is the precision the device computes in (the CPU reference stays float32);
-    ``quant`` is ``""``, ``"int8"`` or ``"int16"``. ``marks`` carries tolerance/waiver markers
-    as plain data so the judge never needs pytest.
+    ``quant`` is ``""``, ``"int8"`` or ``"int16"``. ``core_version`` is the device variant the
+    back end runs the case on (for the MLU its core version, ``"MLU270"``; ``""`` the back
+    end's default). ``aten_ops`` names the ATen ops that implement the op under test
+    (``"aten::clamp.Tensor"``; empty: inferred from ``op``, see ``mluverify.provenance``).
+    ``marks`` carries tolerance/waiver markers as plain data so the judge never needs pytest.
     """
 
     case_id: str
@@ -45,6 +48,8 @@ class Case:
     shape: str = ""
     seed: int | None = None
     reproducer: str = ""
+    core_version: str = ""
+    aten_ops: tuple[str, ...] = ()
     marks: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
