@@ -1,39 +1,108 @@
-"""Built-in plugin: the back end ``mlu`` (the emulated MLU) and its execution modes.
+"""Built-in plugin: the back end ``mlu`` and its execution modes.
 
-``mlu:cnnl`` runs a case layer by layer: every op dispatches to a device kernel (or a counted
-CPU fallback), judged by the ``cnnl`` policy. ``mlu:cnml`` runs it fused (MagicMind-like
-groups, quantized when the case asks for int8 / int16), judged by the ``cnml`` policy.
-Each mode is one runner in ``MluBackend.runners`` (mode -> (policy, runner)).
+The device is a real ``torch_mlu`` when one can be imported, the emulated MLU
+(``mluverify.device``) otherwise; each record says which ran (``device_impl``). ``mlu:cnnl``
+runs a case layer by layer: every op dispatches to a device kernel (or a CPU fallback),
+judged by the ``cnnl`` policy. ``mlu:cnml`` runs it fused (MagicMind-like groups, quantized
+when the case asks for int8 / int16), judged by the ``cnml`` policy, and says how much of it
+really ran fused (``executed_as``, ``not_fused_reason``). Each mode is one runner in
+``MluBackend.runners`` (mode -> (policy, runner)). A case with a ``core_version`` runs under
+that core version, restored afterwards; the record holds the core version and core number
+that ran.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 from mluverify.backends import Backend, BackendRegistry, Execution, map_tensors, move_module
 from mluverify.case import Case
+from mluverify.errors import InvalidArgument
 from mluverify.hookspecs import hookimpl
+
+EMULATOR, TORCH_MLU = "emulator", "torch_mlu"
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What a runner returns when it knows how the case ran; a runner returning anything else
+    returned the output of a plain device (``executed_as="device"``) run."""
+
+    output: Any
+    executed_as: str = "device"
+    not_fused_reason: str = ""
+
 
 Runner = Callable[[Callable, tuple, dict, Case], Any]
 
 
-def run_layer_by_layer(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Any:
-    """Move the module and inputs to ``mlu`` and call it eagerly with the ``cnnl`` kernels."""
-    import torch
+def device_impl() -> str:
+    """``torch_mlu`` when a real ``torch_mlu`` can be imported, ``emulator`` otherwise."""
+    from mluverify.compat import real_torch_mlu_installed
 
-    from mluverify.device import kernel_mode
+    return TORCH_MLU if real_torch_mlu_installed() else EMULATOR
+
+
+def call_on_mlu(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Any:
+    """Move a copy of the module and the inputs to ``mlu`` and call it eagerly."""
+    import torch
 
     if isinstance(fn, torch.nn.Module):  # floating weights in the case's precision, as its inputs
         fn = move_module(fn, "mlu", getattr(torch, case.dtype) if case.dtype != "float32" else None)
+    return fn(*map_tensors(_to_mlu, args), **map_tensors(_to_mlu, kwargs))
+
+
+def run_layer_by_layer(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Any:
+    """The emulator's ``cnnl`` mode: ``call_on_mlu`` with every op on its CNNL kernel."""
+    from mluverify.device import kernel_mode
+
     with kernel_mode("cnnl"):
-        return fn(*map_tensors(_to_mlu, args), **map_tensors(_to_mlu, kwargs))
+        return call_on_mlu(fn, args, kwargs, case)
 
 
-def run_fused(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Any:
-    """Fuse the case's callable on ``mlu`` (quantized when ``case.quant`` is int8 / int16);
-    see ``mluverify.device.fusion.target``."""
+def run_fused(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Ran:
+    """The emulator's ``cnml`` mode: fuse the case's callable on ``mlu`` (quantized when
+    ``case.quant`` is int8 / int16; see ``mluverify.device.fusion.target``) and say how much
+    of it ran fused."""
     from mluverify.device.fusion.target import run_fused as run
 
-    return run(fn, args, kwargs, case)
+    output, summary = run(fn, args, kwargs, case)
+    return Ran(output, summary.executed_as, summary.not_fused_reason)
+
+
+def run_traced_on_torch_mlu(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Ran:
+    """A real ``torch_mlu``'s ``cnml`` mode, the seeds' fused flow: ``torch.jit.trace`` on the
+    CPU, the traced module moved to ``mlu``, called with ``mlu`` inputs.
+
+    torch_mlu does not report which ops left its fusion groups, so a call with fusion on is
+    recorded as ``fused``; with ``_jit_override_can_fuse_on_mlu(False)`` as ``layer-by-layer``.
+    """
+    import torch
+
+    from mluverify.plugins._bound_call import BoundCall
+
+    if case.quant:
+        raise InvalidArgument(
+            f"case {case.case_id!r} asks for {case.quant} on a real torch_mlu; quantized cases run "
+            f"on the emulated MLU only (uninstall torch_mlu or drop the case's quant)"
+        )
+    dtype = getattr(torch, case.dtype)
+    module = BoundCall(move_module(fn, "cpu", dtype) if isinstance(fn, torch.nn.Module) else fn, kwargs).eval()
+    with torch.no_grad():
+        traced = torch.jit.trace(module, args, check_trace=False)
+        output = traced.to("mlu")(*map_tensors(_to_mlu, args))
+    mlu_model = _torch_mlu_model()
+    can_fuse = getattr(mlu_model, "_jit_can_fuse_on_mlu", lambda: True)()
+    if can_fuse:
+        return Ran(output, "fused")
+    return Ran(output, "layer-by-layer", "fusion is disabled (_jit_override_can_fuse_on_mlu(False))")
+
+
+def _torch_mlu_model() -> Any:
+    import torch_mlu.core.mlu_model as mlu_model
+
+    return mlu_model
 
 
 def _to_mlu(t):
@@ -44,16 +113,42 @@ def _to_cpu(t):
     return t.detach().cpu()
 
 
+@contextlib.contextmanager
+def running_as(mlu_model: Any, case: Case) -> Iterator[dict[str, Any]]:
+    """Run under ``case.core_version`` (when set; the previous one restored after) and yield the
+    record's device facts, read as the case finishes: ``core_version`` and ``core_number``
+    (None where ``mlu_model`` cannot tell)."""
+    get_version = getattr(mlu_model, "get_core_version", None)
+    previous = get_version() if get_version else None
+    if case.core_version:
+        mlu_model.set_core_version(case.core_version)
+    facts: dict[str, Any] = {}
+    try:
+        yield facts
+        facts["core_version"] = get_version() if get_version else case.core_version or None
+        facts["core_number"] = getattr(mlu_model, "get_core_number", lambda: None)()
+    finally:
+        if case.core_version and previous is not None:
+            mlu_model.set_core_version(previous)
+
+
 class MluBackend(Backend):
-    """The emulated MLU (``import mluverify.device``), one runner per execution mode."""
+    """The MLU, one runner per execution mode.
+
+    :param impl: ``emulator`` (``import mluverify.device``) or ``torch_mlu`` (a real one);
+        default: ``device_impl()``.
+    """
 
     name = "mlu"
 
-    def __init__(self) -> None:
-        self.runners: dict[str, tuple[str, Runner]] = {
-            "cnnl": ("cnnl", run_layer_by_layer),
-            "cnml": ("cnml", run_fused),
-        }
+    def __init__(self, impl: str | None = None) -> None:
+        self.impl = impl or device_impl()
+        if self.impl == TORCH_MLU:
+            self.runners: dict[str, tuple[str, Runner]] = {
+                "cnnl": ("cnnl", call_on_mlu), "cnml": ("cnml", run_traced_on_torch_mlu),
+            }
+        else:
+            self.runners = {"cnnl": ("cnnl", run_layer_by_layer), "cnml": ("cnml", run_fused)}
 
     @property
     def modes(self) -> dict[str, str]:
@@ -65,23 +160,43 @@ class MluBackend(Backend):
 
     def unavailable_reason(self) -> str | None:
         try:
-            import mluverify.device  # noqa: F401
+            self._mlu_model()
         except Exception as exc:  # the reason is reported, the target skipped
-            return f"the emulated MLU cannot be registered here: {type(exc).__name__}: {exc}"
+            what = "the real torch_mlu cannot be imported" if self.impl == TORCH_MLU else \
+                "the emulated MLU cannot be registered here"
+            return f"{what}: {type(exc).__name__}: {exc}"
         return None
 
-    def execute(self, fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
-        from mluverify.device import track_fallbacks
+    def _mlu_model(self) -> Any:
+        if self.impl == TORCH_MLU:
+            return _torch_mlu_model()
+        from mluverify.device import mlu_model
 
+        return mlu_model
+
+    def execute(self, fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
         self.policy(case.mode)  # unknown mode: InvalidArgument listing the valid ones
         _, runner = self.runners[case.mode]
-        with track_fallbacks() as fallbacks:
-            output = runner(fn, args, kwargs, case)
-            on_cpu = map_tensors(_to_cpu, output)
-        return Execution(on_cpu, fallbacks.ops)
+        with running_as(self._mlu_model(), case) as facts, self._fallbacks() as fallbacks:
+            ran = runner(fn, args, kwargs, case)
+            ran = ran if isinstance(ran, Ran) else Ran(ran)
+            on_cpu = map_tensors(_to_cpu, ran.output)
+        return Execution(on_cpu, fallbacks(), ran.executed_as, ran.not_fused_reason,
+                         {"device_impl": self.impl, **facts})
+
+    @contextlib.contextmanager
+    def _fallbacks(self) -> Iterator[Callable[[], tuple[str, ...]]]:
+        """Track the CPU fallbacks of the emulator; a real torch_mlu does not report them."""
+        if self.impl == TORCH_MLU:
+            yield tuple
+            return
+        from mluverify.device import track_fallbacks
+
+        with track_fallbacks() as tracker:
+            yield lambda: tracker.ops
 
     def __repr__(self) -> str:
-        return f"MluBackend(modes={self.modes!r})"
+        return f"MluBackend(impl={self.impl!r}, modes={self.modes!r})"
 
 
 @hookimpl

@@ -1,8 +1,11 @@
 """Built-in plugin: the ops a MagicMind-like fused engine of the emulated MLU accepts.
 
-Conv2d / linear (float and the quantization package's int8 / int16 ops), batch-norm, the usual
-activations, pooling, element-wise arithmetic and layout ops, in float16 and float32. Another
-plugin widens the set by returning more names; ``DEBUG_FORCED_FALLBACK_OPS`` narrows it.
+Conv2d / linear / batched matmul (float and the quantization package's int8 / int16 ops),
+batch-norm and layer-norm, the usual activations, pooling, attention
+(``scaled_dot_product_attention``), embedding lookups, element-wise arithmetic and layout ops,
+in float16 and float32: enough for CNNs and for transformer blocks (GPT-style decoders,
+``nn.TransformerEncoderLayer``) to fuse whole. Another plugin widens the set by returning more
+names; ``DEBUG_FORCED_FALLBACK_OPS`` narrows it.
 """
 from __future__ import annotations
 
@@ -17,7 +20,11 @@ FUSIBLE_OPS: tuple[str, ...] = (
     # normalization and activations
     "aten::_native_batch_norm_legit_no_training", "aten::batch_norm", "aten::relu",
     "aten::hardtanh", "aten::sigmoid", "aten::tanh", "aten::gelu", "aten::silu",
-    "aten::softmax.int", "aten::_softmax",
+    "aten::softmax.int", "aten::_softmax", "aten::layer_norm", "aten::native_layer_norm",
+    # attention (one fused kernel, as the engine's multi-head attention) and embeddings
+    # (``arange``: the position ids, a constant of the engine)
+    "aten::scaled_dot_product_attention", "aten::bmm", "aten::baddbmm", "aten::embedding",
+    "aten::arange", "aten::arange.start",
     # pooling
     "aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::avg_pool2d",
     "aten::adaptive_avg_pool2d", "aten::mean.dim",
@@ -26,6 +33,9 @@ FUSIBLE_OPS: tuple[str, ...] = (
     # layout
     "aten::transpose.int", "aten::permute", "aten::t", "aten::view", "aten::reshape",
     "aten::_unsafe_view", "aten::flatten.using_ints", "aten::cat", "aten::clone",
+    "aten::unbind.int", "aten::split.Tensor", "aten::split_with_sizes", "aten::chunk",
+    "aten::slice.Tensor", "aten::select.int", "aten::unsqueeze", "aten::squeeze.dim",
+    "aten::expand", "aten::contiguous",
 )
 
 

@@ -65,3 +65,14 @@ class DataDependent(nn.Module):
         if y.sum() > 0:
             return torch.relu(y)
         return -y
+
+
+class WithCumsum(nn.Module):
+    """cumsum is not fusible, and the device has no kernel for it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.cumsum(self.conv(x), dim=1))

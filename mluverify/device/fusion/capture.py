@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import logging
 import warnings
 from typing import Callable, Iterator
@@ -35,21 +36,33 @@ def capture(model: nn.Module, example_inputs: tuple, as_cpu: TensorMap) -> fx.Gr
             program = _export(model, example_inputs, as_cpu).run_decompositions({})
     except Exception as exc:  # any failure of capture means "run layer by layer"
         first_line = (str(exc).strip().splitlines() or [""])[0]
-        raise CaptureError(f"cannot capture {type(model).__name__}: {type(exc).__name__}: {first_line}") from exc
+        raise CaptureError(f"cannot capture {model_name(model)}: {type(exc).__name__}: {first_line}") from exc
     graph_module = program.module()
     _drop_guards(graph_module)
+    _views_as_reshapes(graph_module)
     return graph_module
+
+
+def model_name(model: nn.Module) -> str:
+    """How messages name ``model``: its ``display_name`` where a wrapper sets one, else its class."""
+    return getattr(model, "display_name", None) or type(model).__name__
 
 
 @contextlib.contextmanager
 def _quiet_export_log() -> Iterator[None]:
+    """Silence export's chatter: its specialization log, and the partial graph it prints to
+    stderr when it fails (kept at DEBUG on ``mluverify.device.fusion``; the reason is recorded)."""
     logger = logging.getLogger("torch._export.non_strict_utils")
     previous = logger.level
     logger.setLevel(logging.ERROR)
+    printed = io.StringIO()
     try:
-        yield
+        with contextlib.redirect_stderr(printed):
+            yield
     finally:
         logger.setLevel(previous)
+        if printed.getvalue().strip():
+            logging.getLogger("mluverify.device.fusion").debug("capture printed:\n%s", printed.getvalue())
 
 
 def _export(model: nn.Module, example_inputs: tuple, as_cpu: TensorMap) -> torch.export.ExportedProgram:
@@ -102,6 +115,25 @@ def _cpu_shadow(module: nn.Module, as_cpu: TensorMap) -> nn.Module:
 def _tensors(module: nn.Module):
     yield from module.parameters()
     yield from module.buffers()
+
+
+# Views whose validity depends on the strides of their input.
+_STRIDE_DEPENDENT_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
+
+
+def _views_as_reshapes(graph_module: fx.GraphModule) -> None:
+    """Turn ``view`` back into ``reshape``.
+
+    Decomposition turns ``reshape`` into ``view`` wherever the *example's* strides allow it, but
+    an op may lay out its output differently at run time than during capture (CPU
+    ``scaled_dot_product_attention`` returns a transposed layout, the device kernel a contiguous
+    one), and the view then fails. ``reshape`` is a view where the strides allow it and a copy
+    elsewhere; in a functional graph the two compute the same values.
+    """
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target in _STRIDE_DEPENDENT_VIEWS:
+            node.target = torch.ops.aten.reshape.default
+    graph_module.recompile()
 
 
 def _drop_guards(graph_module: fx.GraphModule) -> None:

@@ -9,21 +9,10 @@ from torch import nn
 
 from mluverify.backends import map_tensors
 from mluverify.case import Case
-from mluverify.device.fusion.runtime import fuse
+from mluverify.device.fusion.runtime import FusionSummary, fuse
+from mluverify.plugins._bound_call import BoundCall
 
 QUANT_DTYPES = ("int8", "int16")
-
-
-class BoundCall(nn.Module):
-    """A callable (module, function or op) with its keyword arguments bound, as a module."""
-
-    def __init__(self, fn: Callable, kwargs: dict) -> None:
-        super().__init__()
-        self.fn = fn
-        self.kwargs = kwargs
-
-    def forward(self, *args: Any) -> Any:
-        return self.fn(*args, **self.kwargs)
 
 
 def _float32(t: torch.Tensor) -> torch.Tensor:
@@ -44,9 +33,10 @@ def prepared(fn: Callable, args: tuple, kwargs: dict, case: Case) -> nn.Module:
     return module.eval()
 
 
-def run_fused(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Any:
-    """Run ``fn`` on ``mlu`` fused (``fuse``), as the ``cnml`` mode of the ``mlu`` back end."""
+def run_fused(fn: Callable, args: tuple, kwargs: dict, case: Case) -> tuple[Any, FusionSummary]:
+    """Run ``fn`` on ``mlu`` fused (``fuse``), as the ``cnml`` mode of the ``mlu`` back end;
+    return the output and how the call ran."""
     inputs = map_tensors(lambda t: t.to("mlu"), args)
     with torch.no_grad():
         fused = fuse(prepared(fn, args, kwargs, case).to("mlu"), inputs)
-        return fused(*inputs)
+        return fused(*inputs), fused.runtime.summary()

@@ -1,0 +1,241 @@
+"""How a case really ran on the ``mlu`` back end: executed_as, its reason, the device facts;
+fused programs that fail at run time demote to layer by layer; transformers fuse."""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from fusion_models import DataDependent, WithCumsum, make_test_model
+from mluverify import hookimpl
+from mluverify.case import Case, Target
+from mluverify.compare import compare
+from mluverify.device import mlu_model, numerics
+from mluverify.device.fusion import fuse, fusion_summary
+from mluverify.plugin_manager import get_plugin_manager
+from mluverify.plugins.mlu_backend import MluBackend
+from transformer_models import AttentionBlock, TinyGPT, seeded
+
+
+def case_for(mode: str, dtype: str = "float32", op: str = "model", **fields) -> Case:
+    return Case(case_id=f"provenance::{op}-{mode}-{dtype}", op=op, target=Target("mlu", mode), dtype=dtype, **fields)
+
+
+def execute(model, inputs: tuple, mode: str = "cnml", dtype: str = "float32", **fields):
+    cast = tuple(x.to(getattr(torch, dtype)) if x.is_floating_point() else x for x in inputs)
+    return MluBackend().execute(model, cast, {}, case=case_for(mode, dtype, **fields))
+
+
+class ItemBranch(torch.nn.Module):
+    """Branches on ``.item()``: the branch taken depends on the data."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.sum().item() > 0:
+            return torch.relu(x)
+        return -x
+
+
+class ItemScale(torch.nn.Module):
+    """Uses ``.item()`` as a number: capturable, but the host read splits the graph."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * x.abs().max().item()
+
+
+X = torch.rand(1, 3, 16, 16, generator=torch.Generator().manual_seed(3))
+
+
+# --- executed_as and not_fused_reason ------------------------------------------------------
+
+def test_cnnl_runs_on_the_device_with_the_emulators_facts():
+    execution = execute(make_test_model(), (X,), mode="cnnl")
+    assert (execution.executed_as, execution.not_fused_reason) == ("device", "")
+    assert execution.info == {"device_impl": "emulator", "core_version": "MLU270", "core_number": 1}
+
+
+def test_a_model_every_op_of_which_fuses_is_fused():
+    execution = execute(make_test_model(), (X,))
+    assert (execution.executed_as, execution.not_fused_reason) == ("fused", "")
+    assert execution.info["device_impl"] == "emulator"
+
+
+@pytest.mark.parametrize("model", [ItemBranch(), DataDependent().eval()], ids=["item-branch", "tensor-branch"])
+def test_data_dependent_control_flow_on_cnml_is_layer_by_layer_with_the_reason(model):
+    x = X - 0.5
+    with pytest.warns(UserWarning, match="layer-by-layer"):
+        execution = execute(model, (x,))
+    assert execution.executed_as == "layer-by-layer"
+    assert f"cannot capture {type(model).__name__}" in execution.not_fused_reason
+    assert "data-dependent" in execution.not_fused_reason
+    verdict = compare(execution.output, model(x), mode="cnnl")  # layer by layer: CNNL's bound holds
+    assert verdict.passed, verdict.reason
+
+
+def test_an_item_read_as_a_number_splits_the_graph_partially_fused():
+    execution = execute(ItemScale(), (X,))
+    assert execution.executed_as == "partially fused"
+    assert "aten::item" in execution.not_fused_reason and "aten::max" in execution.not_fused_reason
+    assert torch.equal(execution.output, X * X.abs().max())
+
+
+def test_an_op_outside_the_fusible_set_makes_it_partially_fused_naming_the_op():
+    execution = execute(WithCumsum().eval(), (X,))
+    assert execution.executed_as == "partially fused"
+    assert "aten::cumsum (not in the fusible set" in execution.not_fused_reason
+    assert "aten::cumsum.out" in execution.fallback_ops  # and the device had no kernel for it
+
+
+def test_a_model_no_op_of_which_fuses_is_layer_by_layer(monkeypatch):
+    monkeypatch.setenv("DEBUG_FORCED_FALLBACK_OPS", "aten::cumsum,aten::conv2d,aten::relu")
+    execution = execute(WithCumsum().eval(), (X,))
+    assert execution.executed_as == "layer-by-layer"
+    assert execution.not_fused_reason.startswith("no op of the captured graph joined a fusion group")
+    assert "forced by DEBUG_FORCED_FALLBACK_OPS" in execution.not_fused_reason
+
+
+def test_fusion_switched_off_is_layer_by_layer_with_the_reason():
+    mlu_model._jit_override_can_fuse_on_mlu(False)  # the fixture switches it back on
+    execution = execute(make_test_model(), (X,))
+    assert execution.executed_as == "layer-by-layer"
+    assert "_jit_override_can_fuse_on_mlu(False)" in execution.not_fused_reason
+
+
+# --- core version and core number -----------------------------------------------------------
+
+def _round_to_tf32(x: np.ndarray) -> np.ndarray:
+    """float32 -> 10 explicit mantissa bits, round to nearest even (bit arithmetic)."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0xFFF + ((bits >> 13) & 1)) & ~np.uint64(0x1FFF)
+    return rounded.astype(np.uint32).view(np.float32)
+
+
+def test_a_case_runs_under_its_core_version_and_the_previous_one_is_restored():
+    generator = torch.Generator().manual_seed(11)
+    a, b = torch.randn(16, 64, generator=generator), torch.randn(64, 8, generator=generator)
+    before = numerics.active_profile().core_version
+    execution = MluBackend().execute(torch.mm, (a, b), {}, case=case_for("cnnl", op="mm", core_version="MLU370"))
+    assert numerics.active_profile().core_version == before == "MLU270"
+    assert execution.info["core_version"] == "MLU370"
+    tf32 = _round_to_tf32(a.numpy()).astype(np.float64) @ _round_to_tf32(b.numpy()).astype(np.float64)
+    exact = a.double().numpy() @ b.double().numpy()
+    assert np.abs(execution.output.numpy() - tf32).max() < 1e-5
+    assert np.abs(execution.output.numpy() - exact).max() > 1e-3  # so the profile really changed
+
+
+def test_an_unknown_core_version_is_refused_naming_the_valid_ones():
+    with pytest.raises(ValueError, match="MLU270.*MLU370"):
+        execute(make_test_model(), (X,), core_version="MLU100")
+    assert numerics.active_profile().core_version == "MLU270"
+
+
+def test_the_record_holds_the_core_number_that_ran():
+    mlu_model.set_core_number(4)
+    try:
+        execution = execute(make_test_model(), (X,))
+    finally:
+        mlu_model.set_core_number(1)
+    assert execution.info["core_number"] == 4
+
+
+# --- a fused program failing at run time ----------------------------------------------------
+
+@torch.library.custom_op("mluverify_tests::twice_on_device", mutates_args=())
+def twice_on_device(x: torch.Tensor) -> torch.Tensor:
+    """Doubles device tensors; has no CPU implementation, so a fused group (which runs its
+    ops on CPU views) cannot run it."""
+    raise RuntimeError("twice_on_device has no CPU kernel")
+
+
+@twice_on_device.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+@twice_on_device.register_kernel("mlu")
+def _(x):
+    return (x.cpu() * 2).to("mlu")
+
+
+class Twice(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(twice_on_device(x) - 1)
+
+
+class FusesTwice:
+    @hookimpl
+    def mluverify_fusible_ops(self):
+        return ["mluverify_tests::twice_on_device"]
+
+
+@pytest.fixture
+def twice_fusible():
+    pm = get_plugin_manager()
+    plugin = FusesTwice()
+    pm.register(plugin)
+    yield
+    pm.unregister(plugin)
+
+
+def test_a_fused_program_failing_at_run_time_demotes_its_signature_to_layer_by_layer(twice_fusible):
+    x = torch.tensor([[0.25, 1.0, 2.0]])
+    fused = fuse(Twice(), (x.to("mlu"),))
+    assert fusion_summary(fused).executed_as == "fused"  # built: the op joined the group
+    with pytest.warns(UserWarning, match="twice_on_device has no CPU kernel"):
+        out = fused(x.to("mlu")).cpu()
+    assert torch.equal(out, torch.tensor([[0.0, 1.0, 3.0]]))
+    summary = fusion_summary(fused)
+    assert (summary.executed_as, summary.demotions) == ("layer-by-layer", 1)
+    assert summary.not_fused_reason == ("fused program of Twice failed for these inputs: "
+                                        "RuntimeError: twice_on_device has no CPU kernel")
+    assert torch.equal(fused(x.to("mlu")).cpu(), out)  # the signature stays demoted, quietly
+    assert (fusion_summary(fused).demotions, fusion_summary(fused).cache.misses) == (1, 1)
+
+
+def test_the_backend_records_a_demoted_program_as_layer_by_layer(twice_fusible):
+    with pytest.warns(UserWarning, match="failed for these inputs"):
+        execution = execute(Twice(), (torch.tensor([3.0, -1.0]),))
+    assert execution.executed_as == "layer-by-layer"
+    assert "twice_on_device has no CPU kernel" in execution.not_fused_reason
+    assert torch.equal(execution.output, torch.tensor([5.0, 0.0]))
+
+
+# --- transformers fuse ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_the_standard_attention_block_runs_fused_within_the_cnml_bound(dtype):
+    model = seeded(AttentionBlock())
+    x = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(1))
+    execution = execute(model, (x,), dtype=dtype)
+    assert (execution.executed_as, execution.not_fused_reason, execution.fallback_ops) == ("fused", "", ())
+    verdict = compare(execution.output.float(), model(x), mode="cnml")
+    assert verdict.passed, verdict.reason
+
+
+def test_attention_outside_the_groups_still_runs_its_reshape(monkeypatch):
+    # SDPA as a per-op device kernel returns another layout than the CPU kernel seen during
+    # capture; the captured reshape must not have become a stride-bound view.
+    monkeypatch.setenv("DEBUG_FORCED_FALLBACK_OPS", "aten::scaled_dot_product_attention")
+    model = seeded(AttentionBlock())
+    x = torch.randn(2, 8, 32, generator=torch.Generator().manual_seed(2))
+    execution = execute(model, (x,))
+    assert execution.executed_as == "partially fused"
+    assert "aten::scaled_dot_product_attention (forced by" in execution.not_fused_reason
+    verdict = compare(execution.output, model(x), mode="cnml")
+    assert verdict.passed, verdict.reason
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("name", ["gpt", "encoder-layer"])
+def test_transformer_networks_run_fused_within_the_cnml_bound(name, dtype):
+    generator = torch.Generator().manual_seed(4)
+    if name == "gpt":
+        model, x = seeded(TinyGPT()), torch.randint(0, 50, (2, 16), generator=generator)
+    else:
+        layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+        model, x = seeded(layer), torch.randn(2, 8, 32, generator=generator)
+    execution = execute(copy.deepcopy(model), (x,), dtype=dtype)
+    assert (execution.executed_as, execution.not_fused_reason) == ("fused", "")
+    verdict = compare(execution.output.float(), model(x), mode="cnml")
+    assert verdict.passed, verdict.reason
