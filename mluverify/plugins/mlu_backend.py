@@ -6,9 +6,9 @@ runs a case layer by layer: every op dispatches to a device kernel (or a CPU fal
 judged by the ``cnnl`` policy. ``mlu:cnml`` runs it fused (MagicMind-like groups, quantized
 when the case asks for int8 / int16), judged by the ``cnml`` policy, and says how much of it
 really ran fused (``executed_as``, ``not_fused_reason``). Each mode is one runner in
-``MluBackend.runners`` (mode -> (policy, runner)). A case with a ``core_version`` runs under
-that core version, restored afterwards; the record holds the core version and core number
-that ran.
+``MluBackend.runners`` (mode -> (policy, runner)). A case runs under its ``core_version``
+(the emulator's default, MLU270, when it names none), restored afterwards; the record holds
+the core version and core number that ran.
 """
 from __future__ import annotations
 
@@ -114,29 +114,35 @@ def _to_cpu(t):
 
 
 @contextlib.contextmanager
-def running_as(mlu_model: Any, case: Case) -> Iterator[dict[str, Any]]:
-    """Run under ``case.core_version`` (when set; the previous one restored after) and yield the
+def running_as(mlu_model: Any, core_version: str) -> Iterator[dict[str, Any]]:
+    """Run under ``core_version`` (when not ""; the previous one restored after) and yield the
     record's device facts, read as the case finishes: ``core_version`` and ``core_number``
     (None where ``mlu_model`` cannot tell)."""
     get_version = getattr(mlu_model, "get_core_version", None)
     previous = get_version() if get_version else None
-    if case.core_version:
-        mlu_model.set_core_version(case.core_version)
+    if core_version:
+        mlu_model.set_core_version(core_version)
     facts: dict[str, Any] = {}
     try:
         yield facts
-        facts["core_version"] = get_version() if get_version else case.core_version or None
+        facts["core_version"] = get_version() if get_version else core_version or None
         facts["core_number"] = getattr(mlu_model, "get_core_number", lambda: None)()
     finally:
-        if case.core_version and previous is not None:
+        if core_version and previous is not None:
             mlu_model.set_core_version(previous)
+
+
+# The emulator's core versions (its numerics profiles, ``mluverify.device.numerics.PROFILES``),
+# the default first; written out so that listing them does not import the device.
+EMULATED_CORE_VERSIONS = ("MLU270", "MLU370")
 
 
 class MluBackend(Backend):
     """The MLU, one runner per execution mode.
 
     :param impl: ``emulator`` (``import mluverify.device``) or ``torch_mlu`` (a real one);
-        default: ``device_impl()``.
+        default: ``device_impl()``. The emulator's variants are its core versions; a real
+        torch_mlu has none (it runs on the card it has, under ``case.core_version`` if set).
     """
 
     name = "mlu"
@@ -144,10 +150,12 @@ class MluBackend(Backend):
     def __init__(self, impl: str | None = None) -> None:
         self.impl = impl or device_impl()
         if self.impl == TORCH_MLU:
+            self.variants: tuple[str, ...] = ()
             self.runners: dict[str, tuple[str, Runner]] = {
                 "cnnl": ("cnnl", call_on_mlu), "cnml": ("cnml", run_traced_on_torch_mlu),
             }
         else:
+            self.variants = EMULATED_CORE_VERSIONS
             self.runners = {"cnnl": ("cnnl", run_layer_by_layer), "cnml": ("cnml", run_fused)}
 
     @property
@@ -177,7 +185,8 @@ class MluBackend(Backend):
     def execute(self, fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
         self.policy(case.mode)  # unknown mode: InvalidArgument listing the valid ones
         _, runner = self.runners[case.mode]
-        with running_as(self._mlu_model(), case) as facts, self._fallbacks() as fallbacks:
+        core_version = case.core_version or next(iter(self.variants), "")
+        with running_as(self._mlu_model(), core_version) as facts, self._fallbacks() as fallbacks:
             ran = runner(fn, args, kwargs, case)
             ran = ran if isinstance(ran, Ran) else Ran(ran)
             on_cpu = map_tensors(_to_cpu, ran.output)

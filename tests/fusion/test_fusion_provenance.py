@@ -124,6 +124,18 @@ def test_a_case_runs_under_its_core_version_and_the_previous_one_is_restored():
     assert np.abs(execution.output.numpy() - exact).max() > 1e-3  # so the profile really changed
 
 
+def test_the_emulators_variants_are_its_numerics_profiles_default_first():
+    assert MluBackend("emulator").variants == tuple(numerics.PROFILES)
+    assert MluBackend("emulator").variants[0] == numerics.DEFAULT_CORE_VERSION
+
+
+def test_a_case_naming_no_core_version_runs_on_the_default_one():
+    with mlu_model.core_version("MLU370"):
+        execution = execute(make_test_model(), (X,))
+        assert numerics.active_profile().core_version == "MLU370"  # restored after the case
+    assert execution.info["core_version"] == "MLU270"
+
+
 def test_an_unknown_core_version_is_refused_naming_the_valid_ones():
     with pytest.raises(ValueError, match="MLU270.*MLU370"):
         execute(make_test_model(), (X,), core_version="MLU100")
