@@ -15,6 +15,7 @@ from mluverify.errors import PluginError
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "mluverify.plugins.torch_devices",
     "mluverify.plugins.mlu_backend",
+    "mluverify.plugins.mlu_backward_kernels",
     "mluverify.plugins.mlu_cnnl_kernels",
     "mluverify.plugins.mlu_fusion",
     "mluverify.plugins.mlu_quant",

@@ -169,3 +169,8 @@ def core_version(version: str) -> Iterator[numerics.NumericsProfile]:
         yield profile
     finally:
         numerics.set_core_version(previous)
+
+
+# The seeds' training API (mluverify.device.training), where the seeds call it: ct.set_cnml_enabled, ct.to.
+from mluverify.device.training import (  # noqa: E402,F401
+    get_cnml_enabled, get_rng_state, initial_seed, manual_seed, set_cnml_enabled, set_rng_state, to)
