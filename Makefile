@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify test gate bench venv
+.PHONY: verify test gate bench venv browser
 
 venv: $(STAMP)
 
@@ -22,8 +22,17 @@ verify: $(STAMP)
 gate: $(STAMP)
 	$(BIN)/mluverify run -- --mlu-baseline reports/baseline --mlu-gate
 
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
+
+# Headless Chromium and its driver for the report's browser tests (tests/report), Debian's
+# packages, installed when missing (as root). Elsewhere it says what to install: the tests then
+# skip, except under CI=true, where a missing browser fails them.
+browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else echo "make browser: install the Debian packages chromium and chromium-driver for tests/report's browser tests"; fi
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from mluverify.case import Case
     from mluverify.compare import Tolerance
     from mluverify.device.kernels import KernelRegistry
+    from mluverify.report.diff import RunDiff
+    from mluverify.report.gate import GateResult
 
 PROJECT = "mluverify"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -117,9 +119,13 @@ def mluverify_record(record: dict[str, Any]) -> None:
 
 
 @hookspec
-def mluverify_report(frame: pandas.DataFrame, outdir: Path) -> None:
-    """Write extra report outputs for a finished run.
+def mluverify_report(frame: pandas.DataFrame, outdir: Path, gate: GateResult | None,
+                     diff: RunDiff | None) -> None:
+    """Write extra report outputs for a finished run. An implementation may take only the
+    arguments it uses (e.g. ``frame`` and ``outdir``).
 
     :param frame: every record of the run, one row per comparison.
     :param outdir: the run's report directory.
+    :param gate: the gate's result when the run was gated (``--mlu-gate``), else None.
+    :param diff: the diff against the baseline when one was given (``--mlu-baseline``), else None.
     """

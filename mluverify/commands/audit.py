@@ -1,6 +1,7 @@
 """``mluverify audit RUN [RUN...]``: are the tolerance bounds where the observed errors are?
 
-Writes ``audit.csv``, ``audit.md`` and ``audit.html`` into ``--out`` and prints the markdown.
+Writes ``audit.csv``, ``audit.md`` and ``audit.html`` into ``--out``; prints the verdict counts
+and the path of the page.
 """
 from __future__ import annotations
 
@@ -27,16 +28,16 @@ def run(args: argparse.Namespace) -> int:
 
     from mluverify.report.audit import audit_runs
     from mluverify.report.loading import load
-    from mluverify.report.pages import audit_documents
+    from mluverify.report.pages import audit_documents, audit_summary
     from mluverify.report.session import write_files
-    from mluverify.report.tables import bound_ratios
+    from mluverify.report.tables import error_points
 
     frames = [load(path) for path in args.runs]
     result = audit_runs(frames, safety_factor=args.safety_factor)
-    ratios = bound_ratios(pd.concat(frames, ignore_index=True))
-    markdown, page = audit_documents(result, ratios, [str(path) for path in args.runs])
+    points = error_points(pd.concat(frames, ignore_index=True))
+    markdown, page = audit_documents(result, points, [str(path) for path in args.runs])
     paths = write_files(args.out, {"audit.csv": result.groups.to_csv(index=False), "audit.md": markdown,
                                    "audit.html": page})
-    print(markdown)
-    print(f"written: {', '.join(map(str, paths))}")
+    print(f"mluverify audit: {audit_summary(result)}")
+    print(f"full page: {paths[2]} (also {paths[0]}, {paths[1]})")
     return 0

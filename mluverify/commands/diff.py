@@ -1,7 +1,8 @@
 """``mluverify diff BASE NEW``: regression report of run NEW against run BASE.
 
-Writes ``diff.md`` and ``diff.html`` (into ``--out``, default NEW), prints the markdown and
-exits 1 when a case is a new failure, worsened or missing, else 0.
+Writes ``diff.md`` and ``diff.html`` (into ``--out``, default NEW), prints the verdict, the
+cases per status and the path of the page, and exits 1 when a case is a new failure, worsened
+or missing, else 0.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
 def run(args: argparse.Namespace) -> int:
     from mluverify.report.diff import diff_runs
     from mluverify.report.loading import load
-    from mluverify.report.pages import diff_documents
+    from mluverify.report.pages import diff_documents, diff_text
     from mluverify.report.session import write_files
 
     result = diff_runs(load(args.base), load(args.new), regress_factor=args.regress_factor,
@@ -33,6 +34,6 @@ def run(args: argparse.Namespace) -> int:
     markdown, page = diff_documents(result, str(args.base), str(args.new))
     out = args.out or (args.new if args.new.is_dir() else args.new.parent)
     paths = write_files(out, {"diff.md": markdown, "diff.html": page})
-    print(markdown)
-    print(f"written: {', '.join(map(str, paths))}")
+    print(f"mluverify diff: {'REGRESSED' if result.regressed else 'no regression'}; {diff_text(result)}")
+    print(f"full page: {paths[1]} (also {paths[0]})")
     return 1 if result.regressed else 0

@@ -12,24 +12,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Per-op error table of a dump made with use_cpu=True: each op's own error "
                     "(device vs the CPU on the same inputs) beside the error it inherited; the "
                     "first op whose own error breaks the tolerance is named with a reproducer. "
-                    "Exit code 1 when an op is blamed.")
+                    "Exit status 1 when an op is blamed, 3 when the case failed (or the dump's "
+                    "output breaks the tolerance) but no op's own error explains it, 0 otherwise.")
     parser.add_argument("dump_dir", metavar="DUMP_DIR", help="a dump made with use_cpu=True")
-    parser.add_argument("--mode", default="cnnl", choices=[m for m in POLICIES if m != "exact"],
-                        help="tolerance policy judging each op's own error (default: cnnl)")
+    parser.add_argument("--mode", default=None, choices=[m for m in POLICIES if m != "exact"],
+                        help="tolerance policy judging each op's own error (default: the dumped "
+                             "case's mode for a run's dump, else cnnl)")
     parser.add_argument("--out", metavar="DIR", default=None,
                         help="where to write dump_diff.{csv,md,html} (default: DUMP_DIR)")
+    parser.add_argument("--all-ops", action="store_true",
+                        help="also list the harness's own copies and device moves (clone, detach, "
+                             "_to_copy, ...), left out by default")
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    """Write the reports, print the headline and reproducer; exit 1 if an op is blamed."""
+    """Write the reports; print the headline, the reproducer and the page's path."""
     from mluverify.dump import dump_diff, write_reports
-    from mluverify.dump._diff import headline
+    from mluverify.dump._diff import EXIT_STATUS, case_error, headline, shown_table
 
-    diff = dump_diff(args.dump_dir, mode=args.mode)
-    paths = write_reports(diff, args.out or args.dump_dir)
+    diff = dump_diff(args.dump_dir, mode=args.mode, case=case_error(args.dump_dir))
+    paths = write_reports(diff, args.out or args.dump_dir, all_ops=args.all_ops)
+    shown = len(shown_table(diff, args.all_ops))
     print(headline(diff))
     if diff.reproducer:
         print(diff.reproducer)
-    print("wrote " + ", ".join(str(path) for path in paths))
-    return 0 if diff.first_offender is None else 1
+    print(f"{shown} of {len(diff.table)} dumped ops listed"
+          + ("" if shown == len(diff.table) else " (the harness's copies and moves left out; --all-ops lists them)"))
+    print(f"full page: {paths[2]}")
+    return EXIT_STATUS[diff.verdict]
+

@@ -1,13 +1,19 @@
-"""A dump taken with ``use_cpu`` as a per-op error table, and its first offender.
+"""A dump taken with ``use_cpu`` as a per-op error table, its first offender, and whether the
+dumped ops explain the case's output error.
 
 Each op's **own** error is its device output against the CPU re-run on the same inputs;
 the error it **inherited** is how far its inputs already were from a CPU-only run. The
 first op (in execution order) whose own error breaks the tolerance is where accuracy was
-lost; ops after it mostly carry inherited error and are not blamed.
+lost; ops after it mostly carry inherited error and are not blamed. When the case failed (or
+the dump's output is off) but no op's own error breaks the tolerance, nothing dumped explains
+the failure: the error built up over several ops, or lies outside the dumped ops (the case is
+judged against a float32 CPU reference, each op against a CPU re-run of its device inputs).
+
+The harness's own deep copies and device moves (``HARNESS_OPS``) are left out of the shown
+table unless they break the tolerance (``all_ops=True`` / ``--all-ops`` shows them).
 """
 from __future__ import annotations
 
-import html
 import math
 import os
 from dataclasses import dataclass
@@ -15,12 +21,34 @@ from pathlib import Path
 
 import pandas as pd
 
-from mluverify.compare import policy
+from mluverify.compare import POLICIES, policy
 from mluverify.dump._index import load
 from mluverify.errors import RecordsError
 
 OUTPUTS = ("dump_diff.csv", "dump_diff.md", "dump_diff.html")
 _METRICS = ("rae", "rma", "max_abs", "max_rel", "cosine", "sqnr_db")
+# Copies and device moves the harness itself makes around the op under test (deep-copying the
+# model, moving inputs and outputs between devices): never the model's own arithmetic.
+HARNESS_OPS = frozenset({
+    "aten::clone", "aten::detach", "aten::_to_copy", "aten::copy_", "aten::_copy_from",
+    "aten::_copy_from_and_resize", "aten::alias", "aten::lift_fresh", "aten::lift_fresh_copy",
+    "aten::empty.memory_format", "aten::empty_strided", "aten::set_.source_Storage_storage_offset",
+    "aten::set_.source_Storage",
+})
+# Exit status of ``mluverify dump-diff`` per verdict (2 is bad input, as for every command).
+EXIT_STATUS = {"clean": 0, "blamed": 1, "unexplained": 3}
+
+
+@dataclass(frozen=True)
+class CaseError:
+    """The dumped case's own judgement (from its record): its metric, value, bound, status and
+    the mode (tolerance policy) it ran in."""
+
+    metric: str
+    value: float
+    bound: float
+    status: str
+    mode: str = ""
 
 
 @dataclass(frozen=True)
@@ -34,10 +62,27 @@ class DumpDiff:
     table: pd.DataFrame  # one row per dumped op, in execution order
     first_offender: int | None  # seq of the first op whose own error breaks the bound
     reproducer: str | None
+    output_rel_mse: float  # total error of the last judged op: the dumped call's result
+    case: CaseError | None = None  # the case's record, when the dump belongs to a run
+
+    @property
+    def verdict(self) -> str:
+        """``blamed`` (an op's own error breaks the bound), ``unexplained`` (the case failed,
+        or the dump's output breaks the bound, yet no op is blamed) or ``clean``."""
+        if self.first_offender is not None:
+            return "blamed"
+        if self.case is not None:
+            return "unexplained" if self.case.status in ("failed", "waived") else "clean"
+        return "unexplained" if self.output_rel_mse > self.bound else "clean"
 
 
-def dump_diff(dump_dir: str | os.PathLike[str], mode: str = "cnnl") -> DumpDiff:
-    """Per-op own / inherited / total error of a ``use_cpu`` dump, judged by ``mode``'s policy."""
+def dump_diff(dump_dir: str | os.PathLike[str], mode: str | None = None,
+              case: CaseError | None = None) -> DumpDiff:
+    """Per-op own / inherited / total error of a ``use_cpu`` dump, judged by ``mode``'s policy
+    (default: the case's mode when it has a policy, else ``cnnl``); ``case``: the dumped case's
+    judgement (``case_error`` finds it for a run's dump)."""
+    if mode is None:
+        mode = case.mode if case is not None and case.mode in POLICIES else "cnnl"
     tolerance = policy(mode)
     index = load(dump_dir)
     if "inherited_rel_mse" not in index.columns:
@@ -51,8 +96,28 @@ def dump_diff(dump_dir: str | os.PathLike[str], mode: str = "cnnl") -> DumpDiff:
     breaking = table[table["own_passed"] == False]  # noqa: E712 (NaN means not judged)
     first = None if breaking.empty else int(breaking["seq"].iloc[0])
     reproducer = None if first is None else _reproducer(Path(dump_dir), index, first)
+    totals = table["total_rel_mse"].dropna()
+    output = float(totals.iloc[-1]) if len(totals) else math.nan
     return DumpDiff(Path(dump_dir), mode, tolerance.metric, tolerance.bound, table, first,
-                    reproducer)
+                    reproducer, output, case)
+
+
+def case_error(dump_dir: str | os.PathLike[str]) -> CaseError | None:
+    """The judgement of the case a run dumped into ``dump_dir`` (``<run>/dumps/<case>``, made by
+    ``--mlu-dump=fail``), from the run's records; None for a dump outside a run."""
+    from mluverify.report.loading import load as load_records
+    from mluverify.report.tables import dump_dir as recorded_dump
+
+    dump_dir = Path(dump_dir)
+    run_dir = dump_dir.resolve().parent.parent
+    if dump_dir.resolve().parent.name != "dumps" or not (run_dir / "records.parquet").exists():
+        return None
+    records = load_records(run_dir)
+    mine = records[records["reproducer"].map(recorded_dump) == f"dumps/{dump_dir.resolve().name}"]
+    if mine.empty:
+        return None
+    worst = mine.sort_values("headroom", na_position="first").iloc[0]
+    return CaseError(worst["metric"], float(worst["value"]), float(worst["bound"]), worst["status"], worst["mode"])
 
 
 def _op_table(index: pd.DataFrame, bound: float) -> pd.DataFrame:
@@ -77,7 +142,16 @@ def _op_table(index: pd.DataFrame, bound: float) -> pd.DataFrame:
     for metric in _METRICS:
         table[f"own_{metric}"] = results[metric].to_numpy(dtype=float)
     table["cpu_error"] = results["cpu_error"].to_numpy()
+    table["harness_copy"] = table["op"].isin(HARNESS_OPS)
     return table.sort_values("seq", kind="stable").reset_index(drop=True)
+
+
+def shown_table(diff: DumpDiff, all_ops: bool = False) -> pd.DataFrame:
+    """The op table as reports show it: without the harness's copies and moves unless
+    ``all_ops`` (one that breaks the bound is always shown)."""
+    if all_ops:
+        return diff.table
+    return diff.table[~diff.table["harness_copy"] | (diff.table["own_passed"] == False)]  # noqa: E712
 
 
 def _signature(rows: pd.DataFrame) -> str:
@@ -109,63 +183,89 @@ def _reproducer(dump_dir: Path, index: pd.DataFrame, seq: int) -> str:
 
 
 def headline(diff: DumpDiff) -> str:
-    """One line: the first offender and its own vs inherited error, or that there is none."""
-    if diff.first_offender is None:
-        judged = int(diff.table["own_passed"].notna().sum())
-        return (f"no op's own error breaks {diff.metric} <= {diff.bound:g} ({diff.mode}); "
-                f"{judged} ops judged")
-    row = diff.table[diff.table["seq"] == diff.first_offender].iloc[0]
-    if row["nan_mismatch"] > 0:
-        own = (f"{int(row['nan_mismatch'])} NaN/Inf positions where the CPU has none "
-               f"(or the reverse)")
+    """One line: the first offender and its own vs inherited error, that the output error is
+    left unexplained, or that nothing breaks the bound."""
+    if diff.verdict == "blamed":
+        row = diff.table[diff.table["seq"] == diff.first_offender].iloc[0]
+        if row["nan_mismatch"] > 0:
+            own = (f"{int(row['nan_mismatch'])} NaN/Inf positions where the CPU has none "
+                   f"(or the reverse)")
+        else:
+            own = f"own {diff.metric} {_number(row['own_rel_mse'])} > {diff.bound:g} ({diff.mode})"
+        return (f"first offender: {row['path']} ({row['op']}): {own}, inherited "
+                f"{_number(row['inherited_rel_mse'])}")
+    judged = int(diff.table["own_passed"].notna().sum())
+    within = f"no op's own error breaks {diff.metric} <= {diff.bound:g} ({diff.mode}); {judged} ops judged"
+    if diff.verdict == "clean":
+        return within
+    if diff.case is not None:
+        output = (f"the case failed ({diff.case.metric} {_number(diff.case.value)} > bound "
+                  f"{_number(diff.case.bound)})")
     else:
-        own = f"own {diff.metric} {row['own_rel_mse']:.4g} > {diff.bound:g} ({diff.mode})"
-    return (f"first offender: {row['path']} ({row['op']}): {own}, inherited "
-            f"{row['inherited_rel_mse']:.4g}")
+        output = f"the output's total {diff.metric} is {_number(diff.output_rel_mse)}"
+    return (f"unexplained: {output}, but {within}: the error builds up over several ops or lies "
+            f"outside the dumped ops")
 
 
-def to_markdown(diff: DumpDiff) -> str:
-    """The report as markdown: headline, reproducer, then the table."""
+def _number(value: float) -> str:
+    from mluverify.report.render import format_number
+
+    return format_number(float(value))
+
+
+def to_markdown(diff: DumpDiff, all_ops: bool = False) -> str:
+    """The report as markdown: headline, reproducer, then the op table (``shown_table``)."""
+    from mluverify.report.render import markdown_table
+
+    shown = shown_table(diff, all_ops)
     parts = [f"# dump-diff {diff.dump_dir}", "", headline(diff), ""]
     if diff.reproducer:
         parts += ["```", diff.reproducer, "```", ""]
-    parts.append(_markdown_table(diff.table))
-    return "\n".join(parts) + "\n"
-
-
-def _markdown_table(table: pd.DataFrame) -> str:
-    columns = list(table.columns)
-    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
-    for values in table.itertuples(index=False):
-        lines.append("| " + " | ".join(_cell(value) for value in values) + " |")
-    return "\n".join(lines)
-
-
-def _cell(value: object) -> str:
-    if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.4g}"
-    return "" if value is None else str(value).replace("|", "\\|")
+    if len(shown) < len(diff.table):
+        parts += [f"{len(diff.table) - len(shown)} of the harness's own copies and device moves "
+                  f"left out (`--all-ops` lists them).", ""]
+    parts.append(markdown_table(shown))
+    return "\n".join(parts)
 
 
 def to_html(diff: DumpDiff) -> str:
-    """A self-contained page: headline, reproducer and the table, the offender highlighted."""
-    def highlight(row: pd.Series) -> list[str]:
-        style = "background:#fdd" if row["seq"] == diff.first_offender else ""
-        return [style] * len(row)
+    """The dump-diff page, in the look of every mluverify page: the headline as its banner,
+    the reproducer (copy button), and the op table (harness copies behind a switch)."""
+    from mluverify.report.render import (
+        Chip, TableSpec, html_banner, html_code, html_facts, html_page, html_table,
+    )
 
-    table = diff.table.style.apply(highlight, axis=1).format(precision=4, na_rep="").to_html()
-    reproducer = f"<pre>{html.escape(diff.reproducer)}</pre>" if diff.reproducer else ""
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>dump-diff</title></head>"
-            f"<body><h1>dump-diff {html.escape(str(diff.dump_dir))}</h1>"
-            f"<p><b>{html.escape(headline(diff))}</b></p>{reproducer}{table}</body></html>\n")
+    table = diff.table.assign(
+        judged=diff.table["own_passed"].map({True: "within bound", False: "breaks bound"}).fillna("not judged"),
+        hidden=~diff.table.index.isin(shown_table(diff).index),
+    )
+    counts = table["judged"].value_counts()
+    chips = [Chip(label, int(counts.get(label, 0)), "ops") for label in JUDGED]
+    tone = {"blamed": "bad", "unexplained": "bad", "clean": "good"}[diff.verdict]
+    spec = TableSpec(tone="judged", order=JUDGED, long={"inputs": 24, "cpu_error": 16}, hide="hidden",
+                     hide_label=f"show the harness's copies and device moves ({int(table['hidden'].sum())})",
+                     page=1000)
+    facts = [("dump", diff.dump_dir), ("mode", diff.mode), ("judged by", f"{diff.metric} <= {diff.bound:g}"),
+             ("output's total error", diff.output_rel_mse)]
+    if diff.case is not None:
+        facts += [("case", f"{diff.case.status}: {diff.case.metric} {_number(diff.case.value)}, "
+                           f"bound {_number(diff.case.bound)}")]
+    sections = [("Dump", html_facts(facts))]
+    if diff.reproducer:
+        sections.append(("Reproducer of the first offender", html_code(diff.reproducer)))
+    sections.append(("Ops in execution order", html_table(table, "ops", spec)))
+    return html_page(f"mluverify dump-diff: {diff.dump_dir.name}", html_banner(headline(diff), tone, chips), sections)
 
 
-def write_reports(diff: DumpDiff, outdir: str | os.PathLike[str]) -> list[Path]:
-    """Write the CSV, markdown and HTML reports into ``outdir``; their paths."""
+JUDGED = ("breaks bound", "within bound", "not judged")
+
+
+def write_reports(diff: DumpDiff, outdir: str | os.PathLike[str], all_ops: bool = False) -> list[Path]:
+    """Write the CSV (every op), markdown and HTML reports into ``outdir``; their paths."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     csv_path, md_path, html_path = (outdir / name for name in OUTPUTS)
     diff.table.to_csv(csv_path, index=False)
-    md_path.write_text(to_markdown(diff), encoding="utf-8")
+    md_path.write_text(to_markdown(diff, all_ops), encoding="utf-8")
     html_path.write_text(to_html(diff), encoding="utf-8")
     return [csv_path, md_path, html_path]

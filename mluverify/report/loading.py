@@ -18,19 +18,26 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 
+def derived_status(table: "pa.Table") -> "pa.ChunkedArray":
+    """The status a record's ``passed`` / ``waived`` / ``error`` imply: errored, passed, waived
+    or failed (what version 1 recorded, and what a writer that sets no status means)."""
+    import pyarrow.compute as pc
+
+    errored = pc.not_equal(pc.fill_null(table["error"], ""), "")
+    return pc.if_else(errored, "errored",
+                      pc.if_else(pc.fill_null(table["passed"], False), "passed",
+                                 pc.if_else(pc.fill_null(table["waived"], False), "waived", "failed")))
+
 
 def _v1_to_v2(table: "pa.Table") -> "pa.Table":
     """Version 2 adds status and provenance columns: a version-1 record's status follows from
     ``passed`` / ``waived`` / ``error``; what version 1 did not record stays null."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     from mluverify.report.records import arrow_schema
 
     schema = arrow_schema()
-    status = pc.if_else(pc.not_equal(pc.fill_null(table["error"], ""), ""), "errored",
-                        pc.if_else(table["passed"], "passed",
-                                   pc.if_else(pc.fill_null(table["waived"], False), "waived", "failed")))
+    status = derived_status(table)
     for name in schema.names:
         if name in table.column_names:
             continue
@@ -69,8 +76,18 @@ def load(run: Path) -> "pd.DataFrame":
     empty frame with every column; the gate decides what emptiness means.
     """
     path = records_path(run)
-    table = migrate(read_table(path), path)
-    return table.select(list(COLUMNS)).to_pandas()
+    table = migrate(read_table(path), path).select(list(COLUMNS))
+    return with_status(table).to_pandas()
+
+
+def with_status(table: "pa.Table") -> "pa.Table":
+    """``table`` with every null ``status`` derived from ``passed`` / ``waived`` / ``error``."""
+    import pyarrow.compute as pc
+
+    if table["status"].null_count == 0:
+        return table
+    status = pc.coalesce(table["status"], derived_status(table))
+    return table.set_column(table.schema.get_field_index("status"), "status", status)
 
 
 def read_table(path: Path) -> "pa.Table":

@@ -1,99 +1,191 @@
-"""The documents of a run report, a regression diff and a tolerance audit, in markdown and HTML.
+"""The documents of a run report, a regression diff and a tolerance audit, in markdown and HTML,
+and the short texts a terminal or a CI job summary shows.
 
-Each takes tables already computed (``tables``, ``diff``, ``audit``) and lays them out with the
-shared renderers of ``render``; nothing here computes a number.
+Each takes tables already computed (``tables``, ``diff``, ``audit``, ``gate``) and lays them out
+with the shared renderers of ``render``; nothing here computes a number.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Sequence
 
 from mluverify.report import plots
-from mluverify.report.render import html_image, html_page, html_paragraph, html_table, markdown_page, markdown_table
+from mluverify.report.render import (
+    Chip, TableSpec, html_banner, html_facts, html_image, html_page, html_paragraph, html_table,
+    markdown_page, markdown_table,
+)
+from mluverify.report.tables import FAILING, STATUSES
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from mluverify.report.audit import Audit
     from mluverify.report.diff import RunDiff
+    from mluverify.report.gate import GateResult
     from mluverify.report.tables import RunTables
 
-# Long case lists are cut in the documents (the CSV / parquet keep everything).
+# Long case lists are cut in the markdown documents (the HTML, CSV and parquet keep everything).
 MAX_LISTED = 200
+# Rows of the failures table in a CI job summary.
+CI_FAILURES = 30
 EMPTY_RUN = "This run holds no records: nothing was verified."
-# A section body is a table, or a sentence.
-Body = "pd.DataFrame | str"
+CASES_TABLE = "cases"
+CASE_SPEC = TableSpec(
+    shown=("status", "case_id", "op", "target", "dtype", "shape", "metric", "value", "bound", "headroom",
+           "executed_as", "fallback_ops", "reason"),
+    long={"case_id": 22, "fallback_ops": 10, "reason": 18},
+    tone="status", order=STATUSES, code=("reproducer",), links=("dump", "dump_diff"),
+    detail=(
+        ("Judgement", ("status", "metric", "value", "bound", "headroom", "reason", "error", "kind", "leaf")),
+        ("Metrics", ("rel_mse", "rae", "rma", "max_abs", "max_rel", "cosine", "sqnr_db", "nan_mismatch",
+                     "extra_metrics", "device_error", "reference_error", "error_ratio")),
+        ("Fallback ops (ran on the CPU)", ("fallback_ops", "op_on_cpu")),
+        ("Provenance", ("op", "target", "backend", "mode", "dtype", "quant", "shape", "executed_as",
+                        "not_fused_reason", "device_impl", "core_version", "core_number", "compile_s",
+                        "graph_breaks", "recompiles", "duration_s", "seed", "model", "call_site", "suite",
+                        "run_id")),
+        ("Reproducer", ("reproducer",)),
+        ("Dump", ("dump", "dump_diff")),
+    ),
+)
+SUMMARY_SPEC = TableSpec(tone="worst", order=STATUSES, page=1000)
+FINDINGS_SPEC = TableSpec(long={"case_id": 24, "detail": 30, "waiver": 20}, tone="rule", page=20)
 
 
-def _listed(heading: str, frame: "pd.DataFrame") -> tuple[str, Body]:
-    """A section listing the rows of ``frame``, cut at ``MAX_LISTED`` (the heading says so)."""
-    if frame.empty:
-        return heading, "None."
-    if len(frame) > MAX_LISTED:
-        return f"{heading} (first {MAX_LISTED} of {len(frame)})", frame.head(MAX_LISTED)
-    return heading, frame
+def verdict(totals: "pd.DataFrame", gate: "GateResult | None") -> tuple[str, str]:
+    """The run's verdict and its tone: the gate's when it was applied, else the failing cases'."""
+    counts = totals.iloc[0]
+    failing = sum(int(counts[s]) for s in FAILING)
+    if gate is not None:
+        return ("gate passed", "good") if gate.passed else (f"gate FAILED: {len(gate.blocking)} blocking findings", "bad")
+    if counts["records"] == 0:
+        return "no records: nothing was verified", "bad"
+    if failing:
+        return f"{failing} of {counts['records']} comparisons failed or errored", "bad"
+    unjudged = int(counts["records"] - counts["passed"])
+    return (f"no failures; {unjudged} comparisons not passed", "warn") if unjudged else ("all comparisons passed", "good")
 
 
-def report_documents(tables: "RunTables", title: str) -> tuple[str, str]:
-    """``(summary.md, report.html)`` of one run."""
-    if tables.totals.at[0, "records"] == 0:
-        return _render(title, [("Totals", tables.totals), ("Summary", EMPTY_RUN)], [])
-    sections = [
-        ("Totals", tables.totals),
-        ("Summary per op x target x dtype", tables.summary),
-        ("Worst cases", tables.worst),
+def counts_text(totals: "pd.DataFrame") -> str:
+    """``120 comparisons: 115 passed, 3 failed, ...`` (statuses with a count only)."""
+    counts = totals.iloc[0]
+    listed = ", ".join(f"{int(counts[s])} {s}" for s in STATUSES if counts[s])
+    return f"{counts['records']} comparisons in {counts['cases']} cases" + (f": {listed}" if listed else "")
+
+
+def diff_text(diff: "RunDiff") -> str:
+    """The baseline comparison in a line: every status with a count."""
+    counts = diff.counts()
+    return "since the baseline: " + (", ".join(f"{n} {status}" for status, n in counts.items() if n) or "no cases")
+
+
+def verdict_line(totals: "pd.DataFrame", gate: "GateResult | None", report: str) -> str:
+    """The one line printed at the end of every run: verdict, counts, the report's path."""
+    text, _ = verdict(totals, gate)
+    return f"mluverify: {text}; {counts_text(totals)}; report: {report}"
+
+
+def report_documents(tables: "RunTables", title: str, gate: "GateResult | None" = None,
+                     diff: "RunDiff | None" = None, baseline: str = "") -> tuple[str, str]:
+    """``(summary.md, report.html)`` of one run; ``gate`` and ``diff`` (against ``baseline``)
+    when they were made."""
+    text, tone = verdict(tables.totals, gate)
+    lines = [counts_text(tables.totals)] + ([diff_text(diff)] if diff is not None else [])
+    chips = [Chip(s, int(tables.totals.at[0, s]), CASES_TABLE) for s in STATUSES]
+    findings = [] if gate is None or gate.findings.empty else [("Gate findings", gate.findings)]
+    markdown = markdown_page(title, [
+        ("Verdict", "\n\n".join([text, *lines]) + "\n"),
+        ("Totals", markdown_table(tables.totals)),
+        *[(h, markdown_table(f)) for h, f in findings],
+        ("Summary per op x target x dtype", markdown_table(tables.summary) if len(tables.summary) else EMPTY_RUN + "\n"),
+        ("Worst cases", markdown_table(tables.worst) if len(tables.worst) else "None.\n"),
+    ])
+    sections = [("Run", html_facts(tables.overview.itertuples(index=False)))]
+    sections += _report_figures(tables, diff, baseline)
+    sections += [(h, html_table(f, "findings", FINDINGS_SPEC)) for h, f in findings]
+    sections += [
+        ("Summary per op x target x dtype", html_table(tables.summary, "summary", SUMMARY_SPEC)),
+        ("Cases", html_paragraph("Click a row for its metrics, provenance, reproducer and dump.")
+         + html_table(tables.cases, CASES_TABLE, CASE_SPEC)),
     ]
-    figures = [*_error_figure(tables.ratios),
-               ("Pass rate per op x target", "pass-heatmap", lambda: plots.pass_heatmap_png(tables.matrix))]
-    return _render(title, sections, figures)
+    return markdown, html_page(title, html_banner(text, tone, chips, lines), sections)
 
 
-def _error_figure(ratios: "pd.DataFrame") -> list[tuple[str, str, Callable[[], bytes]]]:
-    """The error-distribution figure, when some comparison has a ratio to its bound."""
-    if ratios.empty:
-        return []
-    return [("Error distribution per op against its bound", "error-distribution",
-             lambda: plots.error_distribution_png(ratios))]
-
-
-def _render(title: str, sections: list[tuple[str, Body]],
-            figures: list[tuple[str, str, Callable[[], bytes]]]) -> tuple[str, str]:
-    """``(markdown, html)``: markdown of ``sections``; HTML of ``figures`` (heading, element id,
-    PNG maker) then ``sections``."""
-    def body(content: Body, table: Callable[["pd.DataFrame"], str], text: Callable[[str], str]) -> str:
-        return text(content) if isinstance(content, str) else table(content)
-
-    markdown = markdown_page(title, [(h, body(c, markdown_table, lambda t: t + "\n")) for h, c in sections])
-    images = [(heading, html_image(make(), heading, image_id)) for heading, image_id, make in figures]
-    html_sections = [(h, body(c, html_table, html_paragraph)) for h, c in sections]
-    return markdown, html_page(title, images + html_sections)
+def _report_figures(tables: "RunTables", diff: "RunDiff | None", baseline: str) -> list[tuple[str, str]]:
+    if tables.points.empty:
+        return [("Plots", html_paragraph(EMPTY_RUN))]
+    figures = [html_image(plots.error_vs_bound_png(tables.points), "judged metric / bound", "error-vs-bound"),
+               html_image(plots.pass_heatmap_png(tables.matrix), "pass rate", "pass-heatmap")]
+    if diff is not None and not diff.groups.empty:
+        figures.append(html_image(plots.change_png(diff.groups, baseline), "change since the baseline", "change"))
+    return [("Plots", "".join(figures))]
 
 
 def diff_documents(diff: "RunDiff", base_name: str, new_name: str) -> tuple[str, str]:
     """``(diff.md, diff.html)`` of a regression diff."""
     import pandas as pd
 
-    counts = pd.DataFrame([diff.counts()])
-    columns = ["case_id", "target", "op", "dtype", "metric", "value_base", "value_new", "ratio"]
-    lists = [
-        _listed(status.capitalize() + " cases", diff.cases.loc[diff.cases["status"] == status, columns])
-        for status in ("new failure", "worsened", "missing", "fixed", "improved")
+    from mluverify.report.diff import STATUSES as DIFF_STATUSES
+
+    counts = diff.counts()
+    text = "Regressed: new failures, worsened or missing cases." if diff.regressed else "No regression."
+    columns = ["status", "case_id", "target", "op", "dtype", "metric", "value_base", "value_new", "ratio"]
+    lists = [_listed(status.capitalize() + " cases", diff.cases.loc[diff.cases["status"] == status, columns])
+             for status in ("new failure", "worsened", "missing", "fixed", "improved")]
+    title = f"mluverify diff: {base_name} -> {new_name}"
+    markdown = markdown_page(title, [("Verdict", text + "\n"), ("Cases per status", markdown_table(pd.DataFrame([counts]))),
+                                     *lists, ("Per-op deltas of the judged metric", markdown_table(diff.groups))])
+    cases = diff.cases.assign(_rank=diff.cases["status"].map(DIFF_STATUSES.index)).sort_values("_rank", kind="stable")
+    spec = TableSpec(shown=columns, tone="status", order=DIFF_STATUSES, long={"case_id": 30})
+    sections = [
+        ("Cases", html_table(cases[columns + ["bound_new", "reason_new", "error_new"]], "diff-cases", spec)),
+        ("Per-op deltas of the judged metric", html_table(diff.groups, "diff-groups")),
     ]
-    verdict = "Regressed: new failures, worsened or missing cases." if diff.regressed else "No regression."
-    sections = [("Verdict", verdict), ("Cases per status", counts), *lists,
-                ("Per-op deltas of the judged metric", diff.groups)]
-    return _render(f"mluverify diff: {base_name} -> {new_name}", sections, [])
+    if not diff.groups.empty:
+        sections.insert(0, ("Plots", html_image(plots.change_png(diff.groups, base_name), "change", "change")))
+    chips = [Chip(status, n, "diff-cases") for status, n in counts.items()]
+    banner = html_banner(text, "bad" if diff.regressed else "good", chips, [f"baseline: {base_name}; new: {new_name}"])
+    return markdown, html_page(title, banner, sections)
 
 
-def audit_documents(audit: "Audit", ratios: "pd.DataFrame", runs: list[str]) -> tuple[str, str]:
+def _listed(heading: str, frame: "pd.DataFrame") -> tuple[str, str]:
+    """A markdown section listing the rows of ``frame``, cut at ``MAX_LISTED`` (the heading says so)."""
+    if frame.empty:
+        return heading, "None.\n"
+    if len(frame) > MAX_LISTED:
+        return f"{heading} (first {MAX_LISTED} of {len(frame)})", markdown_table(frame.head(MAX_LISTED))
+    return heading, markdown_table(frame)
+
+
+def audit_documents(audit: "Audit", points: "pd.DataFrame", runs: Sequence[str]) -> tuple[str, str]:
     """``(audit.md, audit.html)`` of a tolerance audit over ``runs``."""
-    from mluverify.report import audit as rules
+    from mluverify.report.audit import LEGEND, VERDICTS
 
-    legend = (f"Verdict: too tight when a case failed or headroom < {rules.TIGHT_HEADROOM:g}; too loose "
-              f"when headroom > {rules.LOOSE_HEADROOM:g}. Recommended bound: max observed x safety "
-              f"factor, rounded up to {rules.SIGNIFICANT_DIGITS} significant digits.")
-    sections = [("Runs", ", ".join(runs)), ("Bounds per op x target x dtype", audit.groups),
-                ("How to read it", legend), ("Worst inputs", audit.worst)]
-    return _render("mluverify tolerance audit", sections, _error_figure(ratios))
+    text = audit_summary(audit)
+    markdown = markdown_page("mluverify tolerance audit", [
+        ("Verdict", text + "\n"), ("Runs", ", ".join(runs) + "\n"),
+        ("Bounds per op x target x dtype", markdown_table(audit.groups)), ("How to read it", LEGEND + "\n"),
+        ("Worst inputs", markdown_table(audit.worst))])
+    verdicts = audit.groups["verdict"].value_counts()
+    chips = [Chip(v, int(verdicts.get(v, 0)), "audit-groups") for v in VERDICTS]
+    tone = "bad" if verdicts.get("failing", 0) or verdicts.get("too tight", 0) else "warn" if verdicts.get("too loose", 0) else "good"
+    sections = [
+        ("Runs", html_facts([(f"run {i + 1}", run) for i, run in enumerate(runs)])),
+        ("Bounds per op x target x dtype", html_paragraph(LEGEND) + html_table(
+            audit.groups, "audit-groups", TableSpec(tone="verdict", order=VERDICTS, long={"admits": 20}))),
+        ("Worst inputs", html_table(audit.worst, "audit-worst", TableSpec(long={"case_id": 24, "reproducer": 24}))),
+    ]
+    if not points.empty:
+        sections.insert(1, ("Plots", html_image(plots.error_vs_bound_png(points), "judged metric / bound", "error-vs-bound")))
+    return markdown, html_page("mluverify tolerance audit", html_banner(text, tone, chips), sections)
+
+
+def audit_summary(audit: "Audit") -> str:
+    """``12 groups: 2 too tight, 1 too loose, 9 ok`` (verdicts with a count only)."""
+    from mluverify.report.audit import VERDICTS
+
+    verdicts = audit.groups["verdict"].value_counts()
+    listed = ", ".join(f"{int(verdicts[v])} {v}" for v in VERDICTS if verdicts.get(v, 0))
+    return f"{len(audit.groups)} groups" + (f": {listed}" if listed else "")
 
 
 def gate_table(findings: "pd.DataFrame", limit: int | None = None) -> str:
@@ -103,3 +195,20 @@ def gate_table(findings: "pd.DataFrame", limit: int | None = None) -> str:
     if len(shown) < len(findings):
         table += f"... and {len(findings) - len(shown)} more findings\n"
     return table
+
+
+def ci_summary(tables: "RunTables", gate: "GateResult | None", diff: "RunDiff | None", report: str) -> str:
+    """Markdown for a CI job summary: verdict, counts, the failures table, the report's path."""
+    text, _ = verdict(tables.totals, gate)
+    failing = tables.cases[tables.cases["status"].isin(FAILING)]
+    columns = ["status", "case_id", "target", "value", "bound", "reason", "error"]
+    parts = [f"### mluverify: {text}", "", counts_text(tables.totals)]
+    if diff is not None:
+        parts.append(diff_text(diff))
+    if gate is not None and not gate.blocking.empty:
+        parts += ["", "#### Gate findings", "", gate_table(gate.blocking, CI_FAILURES)]
+    if not failing.empty:
+        parts += ["", "#### Failures", "", markdown_table(failing[columns].head(CI_FAILURES))]
+    parts += ["", f"Full report: `{report}`", ""]
+    return "\n".join(parts)
+

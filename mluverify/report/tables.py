@@ -2,12 +2,15 @@
 
 Every number a report shows is computed here (or in ``diff``/``audit``/``gate``), never in a
 renderer. Group keys are op x target x dtype, plus the judged metric so that values of
-different metrics (e.g. ``rel_mse`` and bit-exact) are never pooled.
+different metrics (e.g. ``rel_mse`` and bit-exact) are never pooled. Each status is counted
+apart: an errored case is not a failed one, a case that did not run on the device is neither.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -15,60 +18,120 @@ if TYPE_CHECKING:
 GROUP = ["op", "target", "dtype", "metric"]
 # A case is one comparison of one test on one target; pytest node ids are unique per test.
 CASE_KEY = ["case_id", "target"]
+# Every record status, in the order reports list them: what needs a look first.
+STATUSES = ("errored", "failed", "nondeterministic", "not_on_device", "not_fused", "waived", "passed")
+# Statuses that break the run, and those whose value was not judged as a device result.
+FAILING = ("errored", "failed")
+NOT_JUDGED = ("nondeterministic", "not_on_device", "not_fused")
 WORST_COLUMNS = [
-    "case_id", "op", "target", "dtype", "shape", "metric", "value", "bound", "headroom",
-    "passed", "reason", "error", "seed", "reproducer",
+    "status", "case_id", "op", "target", "dtype", "shape", "metric", "value", "bound", "headroom",
+    "reason", "error", "seed", "reproducer",
 ]
+# The case list: columns its table shows, then the ones its detail view adds.
+CASE_COLUMNS = ["status", "case_id", "op", "target", "dtype", "shape", "metric", "value", "bound",
+                "headroom", "executed_as", "fallback_ops", "reason"]
+DETAIL_COLUMNS = [
+    "error", "kind", "leaf", "rel_mse", "rae", "rma", "max_abs", "max_rel", "cosine", "sqnr_db",
+    "extra_metrics", "nan_mismatch", "op_on_cpu", "not_fused_reason", "device_impl", "backend",
+    "mode", "core_version", "core_number", "quant", "device_error", "reference_error",
+    "error_ratio", "compile_s", "graph_breaks", "recompiles", "duration_s", "seed", "model",
+    "call_site", "suite", "run_id", "reproducer", "dump", "dump_diff",
+]
+# ``session`` appends "; dump: <dir>" to a dumped case's reproducer (``--mlu-dump=fail``).
+_DUMP_SUFFIX = re.compile(r";\s*dump:\s*(?P<path>.+?)\s*$")
+DUMPS_DIR = "dumps"
+
+
+def status_rank(status: "pd.Series") -> "pd.Series":
+    """Position of each status in ``STATUSES`` (unknown statuses after all known ones)."""
+    return status.map({name: rank for rank, name in enumerate(STATUSES)}).fillna(len(STATUSES))
 
 
 def summarize(frame: "pd.DataFrame") -> "pd.DataFrame":
-    """Per op x target x dtype x metric: cases, failed, pass rate, median / p99 / max of the judged
-    metric, bound (the largest, should a group hold several), minimum headroom, cases with CPU
-    fallbacks."""
+    """Per op x target x dtype x metric: cases, the worst status present (first in
+    ``STATUSES``), one count per status, pass rate (passed / cases), median / p99 / max of the
+    judged metric, bound (the largest, should a group hold several), minimum headroom, cases
+    with CPU fallbacks. Lowest pass rate first."""
+    import numpy as np
+
     work = frame.assign(
         fell_back=frame["fallback_ops"].fillna("").astype(str).str.len() > 0,
-        passed=frame["passed"].fillna(False).astype(bool),
+        **{status: frame["status"] == status for status in STATUSES},
     )
     groups = work.groupby(GROUP, sort=True, dropna=False)
     summary = groups.agg(
-        cases=("passed", "size"),
-        passed=("passed", "sum"),
+        cases=("status", "size"),
+        **{status: (status, "sum") for status in STATUSES},
         median=("value", "median"),
         max=("value", "max"),
         bound=("bound", "max"),
         min_headroom=("headroom", "min"),
         fallbacks=("fell_back", "sum"),
     )
+    present = summary[list(STATUSES)].to_numpy() > 0
+    summary.insert(1, "worst", np.where(present.any(axis=1), np.array(STATUSES)[present.argmax(axis=1)], ""))
+    summary.insert(summary.columns.get_loc("median"), "pass_rate", summary["passed"] / summary["cases"])
     summary.insert(summary.columns.get_loc("max"), "p99", groups["value"].quantile(0.99))
-    summary.insert(1, "failed", summary["cases"] - summary["passed"])
-    summary.insert(2, "pass_rate", summary["passed"] / summary["cases"])
-    return summary.drop(columns="passed").reset_index()
+    return summary.reset_index().sort_values(["pass_rate", *GROUP], kind="stable").reset_index(drop=True)
 
 
 def pass_matrix(frame: "pd.DataFrame") -> "pd.DataFrame":
-    """Pass rate (0..1) with ops as rows and targets as columns; NaN where an op has no case."""
-    passed = frame["passed"].fillna(False).astype(bool)
-    return passed.groupby([frame["op"], frame["target"]]).mean().unstack("target")
+    """Pass rate (0..1, passed / cases) with ops as rows and ``target dtype`` as columns; NaN
+    where an op has no case there."""
+    passed = frame["status"] == "passed"
+    column = frame["target"].fillna("") + " " + frame["dtype"].fillna("")
+    return passed.groupby([frame["op"], column.rename("target dtype")]).mean().unstack("target dtype")
+
+
+def error_points(frame: "pd.DataFrame") -> "pd.DataFrame":
+    """Per comparison: op, target, dtype, status and ``ratio`` = judged metric / bound (1 = at
+    the bound). The ratio is NaN without a value (errored, not run), 0 for an exact result
+    under a zero bound and inf for a broken one."""
+    import numpy as np
+
+    points = frame[["op", "target", "dtype", "status"]].copy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = frame["value"].to_numpy(dtype=float) / frame["bound"].to_numpy(dtype=float)
+    exact_zero = (frame["value"] == 0) & (frame["bound"] == 0)
+    points["ratio"] = np.where(exact_zero.to_numpy(), 0.0, ratio)
+    return points.reset_index(drop=True)
+
+
+def failures_first(frame: "pd.DataFrame") -> "pd.DataFrame":
+    """``frame``'s rows in ``STATUSES`` order, then by smallest headroom (stable otherwise)."""
+    order = frame.assign(_rank=status_rank(frame["status"]))
+    order = order.sort_values(["_rank", "headroom"], na_position="first", kind="stable")
+    return order.drop(columns="_rank")
 
 
 def worst_cases(frame: "pd.DataFrame", n: int = 20) -> "pd.DataFrame":
-    """The ``n`` worst comparisons: failures first (errors before tolerance breaks), then the
+    """The ``n`` worst comparisons: in ``STATUSES`` order (errored, failed, ...), then the
     smallest headroom."""
-    order = frame.assign(_passed=frame["passed"].fillna(False).astype(bool))
-    order = order.sort_values(["_passed", "headroom"], na_position="first", kind="stable")
-    return order.head(n)[WORST_COLUMNS].reset_index(drop=True)
+    return failures_first(frame).head(n)[WORST_COLUMNS].reset_index(drop=True)
 
 
-def bound_ratios(frame: "pd.DataFrame") -> "pd.DataFrame":
-    """Per comparison, the judged metric as a fraction of its bound (1 = at the bound).
+def dump_dir(reproducer: Any) -> str:
+    """The case's dump as a path relative to its run directory (``dumps/<case>``), or ``""``.
 
-    Comparisons without a positive finite bound (bit-exact checks) or without a value
-    (errors) have no ratio and are left out.
+    Only the last two parts of the recorded path are used: a run directory may have moved
+    (or been swapped in atomically) since the dump was written.
     """
-    usable = frame["bound"].gt(0) & frame["value"].notna() & frame["bound"].lt(float("inf"))
-    rows = frame.loc[usable, ["op", "target", "passed"]].copy()
-    rows["ratio"] = frame.loc[usable, "value"] / frame.loc[usable, "bound"]
-    return rows.reset_index(drop=True)
+    found = _DUMP_SUFFIX.search(reproducer) if isinstance(reproducer, str) else None
+    if found is None:
+        return ""
+    path = PurePath(found["path"])
+    return f"{DUMPS_DIR}/{path.name}" if path.parent.name == DUMPS_DIR else ""
+
+
+def case_list(frame: "pd.DataFrame") -> "pd.DataFrame":
+    """Every comparison, failures first (``failures_first``): ``CASE_COLUMNS`` then
+    ``DETAIL_COLUMNS``; ``dump`` is the case's dump directory relative to the run (or ""),
+    ``dump_diff`` its dump-diff page, left for the writer that makes it to fill in;
+    ``reproducer`` without the dump's path (a command to copy and run)."""
+    cases = failures_first(frame)
+    cases = cases.assign(dump=cases["reproducer"].map(dump_dir), dump_diff="",
+                         reproducer=cases["reproducer"].str.replace(_DUMP_SUFFIX, "", regex=True))
+    return cases[CASE_COLUMNS + DETAIL_COLUMNS].reset_index(drop=True)
 
 
 def case_outcomes(frame: "pd.DataFrame") -> "pd.DataFrame":
@@ -93,31 +156,73 @@ def case_outcomes(frame: "pd.DataFrame") -> "pd.DataFrame":
 
 
 def totals(frame: "pd.DataFrame") -> "pd.DataFrame":
-    """One row: records, cases, failed, errored, waived comparisons and comparisons with fallbacks."""
+    """One row: records, cases, one count per status (``STATUSES``), comparisons with fallbacks."""
     import pandas as pd
 
-    passed = frame["passed"].fillna(False).astype(bool)
+    counts = frame["status"].value_counts()
     return pd.DataFrame([{
         "records": len(frame),
         "cases": len(frame.drop_duplicates(CASE_KEY)),
-        "failed": int((~passed).sum()),
-        "errored": int(frame["error"].fillna("").astype(str).str.len().gt(0).sum()),
-        "waived": int(frame["waived"].fillna(False).astype(bool).sum()),
+        **{status: int(counts.get(status, 0)) for status in STATUSES},
         "with_fallbacks": int(frame["fallback_ops"].fillna("").astype(str).str.len().gt(0).sum()),
     }])
 
 
+def overview(frame: "pd.DataFrame", metadata: Mapping[str, Any]) -> "pd.DataFrame":
+    """The run's metadata (``run.json``) and what its records say about it, as ``item, value``
+    rows: versions, targets, core versions, machine, times, seeds, command."""
+    import pandas as pd
+
+    def distinct(column: str, missing: str) -> str:
+        values = frame[column].astype(object).where(frame[column].notna() & (frame[column] != ""), missing)
+        return ", ".join(sorted(map(str, values.unique()))) or "none"
+
+    seeds = frame["seed"].dropna()
+    seed_text = (f"per case: {seeds.nunique()} distinct, {int(seeds.min())}..{int(seeds.max())}"
+                 if len(seeds) else "none recorded")
+    rows = [
+        ("run", metadata.get("run_id", "")),
+        ("mluverify", metadata.get("mluverify_version", "")),
+        ("torch", metadata.get("torch_version", "")),
+        ("Python", metadata.get("python_version", "")),
+        ("targets", distinct("target", "")),
+        ("core versions", distinct("core_version", "default")),
+        ("device implementations", distinct("device_impl", "not recorded")),
+        ("machine", ", ".join(filter(None, (metadata.get("host"), metadata.get("machine"), metadata.get("platform"))))),
+        ("started", metadata.get("started", "")),
+        ("duration", _duration(metadata, frame)),
+        ("seeds", seed_text),
+        ("command", metadata.get("command", "")),
+        ("git revision", metadata.get("git_revision", "")),
+    ]
+    return pd.DataFrame(rows, columns=["item", "value"])
+
+
+def _duration(metadata: Mapping[str, Any], frame: "pd.DataFrame") -> str:
+    """Wall clock from ``started`` to ``finished``, or the sum of the case times without both."""
+    from datetime import datetime
+
+    try:
+        seconds = (datetime.fromisoformat(metadata["finished"]) - datetime.fromisoformat(metadata["started"])).total_seconds()
+        return f"{seconds:.0f} s"
+    except (KeyError, TypeError, ValueError):
+        return f"{frame['duration_s'].sum():.1f} s in cases (run end not recorded)"
+
+
 @dataclass(frozen=True)
 class RunTables:
-    """Everything a run's report shows, computed once from its records frame."""
+    """Everything a run's report shows, computed once from its records frame and metadata."""
 
     totals: "pd.DataFrame"
     summary: "pd.DataFrame"
     matrix: "pd.DataFrame"
-    ratios: "pd.DataFrame"
+    points: "pd.DataFrame"
+    cases: "pd.DataFrame"
     worst: "pd.DataFrame"
+    overview: "pd.DataFrame"
 
 
-def run_tables(frame: "pd.DataFrame", worst: int = 20) -> RunTables:
+def run_tables(frame: "pd.DataFrame", metadata: Mapping[str, Any] | None = None, worst: int = 20) -> RunTables:
     """The tables of a run's report (see ``RunTables``)."""
-    return RunTables(totals(frame), summarize(frame), pass_matrix(frame), bound_ratios(frame), worst_cases(frame, worst))
+    return RunTables(totals(frame), summarize(frame), pass_matrix(frame), error_points(frame),
+                     case_list(frame), worst_cases(frame, worst), overview(frame, metadata or {}))

@@ -84,7 +84,10 @@ def test_cli_writes_markdown_and_html_and_exits_1_on_regression(tmp_path, capsys
     assert "## New failure cases" in markdown and "t[new_fail]" in markdown
     assert "| 1 | 1 | 1 | 1 | 1 | 1 | 1 | 1 |" in markdown
     assert "t[worse]" in (tmp_path / "out" / "diff.html").read_text()
-    assert "Regressed" in capsys.readouterr().out
+    printed = capsys.readouterr().out.splitlines()
+    # a short summary and the page's path, not the whole markdown
+    assert printed[0].startswith("mluverify diff: REGRESSED; since the baseline: 1 new failure, 1 worsened, 1 missing")
+    assert printed[1].startswith(f"full page: {tmp_path / 'out' / 'diff.html'}") and len(printed) == 2
 
 
 def test_cli_exits_0_without_regression(tmp_path):
