@@ -1,14 +1,19 @@
-"""The Dumper and dump readers: per-op dumps in Cambricon's layout, turned into pandas tables.
+"""The Dumper, dump readers and captures: per-op dumps in Cambricon's layout, turned into
+pandas tables, and model runs turned into replayable per-op cases.
 
-Importing this package does not register the ``mlu`` device; the Dumper works for the ops
-of any device.
+Importing this package does not register the ``mlu`` device; the Dumper and ``capture`` work
+for the ops of any device.
 """
 from __future__ import annotations
 
+from mluverify.dump._capture import Capture, capture
 from mluverify.dump._case import dump_case
+from mluverify.dump._cases import CasesMeta, read_cases
 from mluverify.dump._diff import DumpDiff, dump_diff, write_reports
 from mluverify.dump._dumper import Dumper, DumpSettings
 from mluverify.dump._index import load, load_values
+from mluverify.dump._replay import Replay, ReplayCase, read_replay_cases
 
-__all__ = ["DumpDiff", "DumpSettings", "Dumper", "dump_case", "dump_diff", "load",
-           "load_values", "write_reports"]
+__all__ = ["Capture", "CasesMeta", "DumpDiff", "DumpSettings", "Dumper", "Replay", "ReplayCase",
+           "capture", "dump_case", "dump_diff", "load", "load_values", "read_cases",
+           "read_replay_cases", "write_reports"]

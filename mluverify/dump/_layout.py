@@ -33,8 +33,9 @@ def resolve_dump_dir(dump_dir: str | os.PathLike[str]) -> Path:
     return candidate
 
 
-def create_dump_dir(directory: Path) -> None:
-    """Create ``directory``; InvalidArgument naming it if it cannot be written."""
+def create_dump_dir(directory: Path, argument: str = "dump_dir") -> None:
+    """Create ``directory``; InvalidArgument naming it (as ``argument``) if it cannot be
+    written."""
     try:
         directory.mkdir(parents=True)
         probe = directory / ".write-probe"
@@ -42,8 +43,8 @@ def create_dump_dir(directory: Path) -> None:
         probe.unlink()
     except OSError as exc:
         raise InvalidArgument(
-            f"dump_dir {str(directory)!r} is not writable ({exc.strerror or exc}); "
-            f"pass a dump_dir in a writable location") from None
+            f"{argument} {str(directory)!r} is not writable ({exc.strerror or exc}); "
+            f"pass a {argument} in a writable location") from None
 
 
 def call_name(func: Any) -> str:

@@ -29,10 +29,11 @@ class DumpWriter:
 
     def fits(self, numel: int, itemsize: int) -> bool:
         """Whether a full (level-2) dump of ``numel`` values stays within the budget."""
-        if self.max_bytes is None:
-            return True
-        estimate = numel * (TEXT_BYTES_PER_VALUE + itemsize)
-        return self.bytes_written + estimate <= self.max_bytes
+        return self.has_room(numel * (TEXT_BYTES_PER_VALUE + itemsize))
+
+    def has_room(self, nbytes: int) -> bool:
+        """Whether ``nbytes`` more stay within the budget."""
+        return self.max_bytes is None or self.bytes_written + nbytes <= self.max_bytes
 
     def mkdir(self, relative: str) -> None:
         os.makedirs(os.path.join(self.root, relative), exist_ok=True)

@@ -96,6 +96,8 @@ def test_public_api():
     import mluverify.dump
 
     assert sorted(mluverify.dump.__all__) == [
-        "DumpDiff", "DumpSettings", "Dumper", "dump_case", "dump_diff", "load", "load_values",
-        "write_reports"]
+        "Capture", "CasesMeta", "DumpDiff", "DumpSettings", "Dumper", "Replay", "ReplayCase",
+        "capture", "dump_case", "dump_diff", "load", "load_values", "read_cases",
+        "read_replay_cases", "write_reports"]
+    assert all(hasattr(mluverify.dump, name) for name in mluverify.dump.__all__)
     assert all(getattr(mluverify.dump, name).__doc__ for name in mluverify.dump.__all__)

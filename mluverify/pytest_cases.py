@@ -1,0 +1,145 @@
+"""``--mlu-cases PATH``: captured cases (``mluverify capture``) replayed as pytest items.
+
+A cases file (``cases.parquet`` in a cases directory) is collected like a test file wherever
+pytest meets one (``pytest -p mluverify suites/captured``); ``--mlu-cases PATH`` adds PATH to
+what is collected, or is all that is collected when no test path is given. Each unique case
+becomes one item per target, named ``{case}[{target}]`` (``convolution-3[mlu:cnnl]``), that
+runs the captured op through ``Session.verify`` like any case: records (suite ``captured``,
+``op`` the ATen overload without ``aten::``, ``aten_ops`` the overload), statuses,
+tolerances and waivers work as for any test. A case whose inputs cannot be rebuilt errors
+with the reason, recorded as ``errored``; the others run. Cases whose result is not a
+function of their inputs (uninitialised memory, random values, factories) are skipped with
+the reason.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from mluverify.case import Case, Target
+from mluverify.errors import RecordsError
+
+CASES_FILE = "cases.parquet"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("mluverify", "mluverify: accelerator verification")
+    group.addoption("--mlu-cases", action="append", default=[], metavar="PATH",
+                    help="replay the captured cases of PATH (a `mluverify capture` directory or "
+                         "its cases.parquet; repeatable); without test paths, only those run")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    paths = config.getoption("mlu_cases")
+    if not paths:
+        return
+    for path in paths:
+        if not Path(path).exists():
+            raise pytest.UsageError(f"--mlu-cases {path}: no such cases directory or file")
+    if config.args_source != pytest.Config.ArgsSource.ARGS:  # nothing named: only the cases
+        config.args = list(paths)
+    else:
+        config.args = [*config.args, *(path for path in paths if path not in config.args)]
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.name == CASES_FILE:
+        return CapturedCasesFile.from_parent(parent, path=file_path)
+    return None
+
+
+def _captured_source(session: Any) -> Any:
+    """The ``captured`` case source of the session's plugins."""
+    from mluverify.plugin_manager import call_hook
+
+    sources = [s for answer in call_hook(session.pm, "mluverify_case_sources") for s in answer]
+    return next(source for source in sources if source.name == "captured")
+
+
+class CapturedCasesFile(pytest.File):
+    """A cases file: one item per unique case, target and device variant."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        from mluverify.pytest_plugin import _requested_targets, _target_params, session_key, settings_key
+
+        session, settings = self.config.stash[session_key], self.config.stash[settings_key]
+        variants = [param for text in _requested_targets(self.config, settings)
+                    for param in _target_params(session, text, settings.core_versions)]
+        for case in _captured_source(session).with_paths([self.path]).cases():
+            for variant in variants:
+                target, core_version = variant.values
+                item = CapturedCaseItem.from_parent(self, name=f"{case.name}[{variant.id}]", case=case,
+                                                    target=target, core_version=core_version)
+                for mark in variant.marks:  # the target unavailable here: skipped with why
+                    item.add_marker(mark)
+                if case.not_comparable:
+                    item.add_marker(pytest.mark.skip(reason=case.not_comparable))
+                yield item
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
+        if isinstance(excinfo.value, RecordsError):  # a bad cases file: the message says it all
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+class CapturedCaseItem(pytest.Item):
+    """One captured case on one target (and device variant)."""
+
+    # What the run directory's claim looks for in an item that verifies (mluverify.pytest_run).
+    fixturenames = ("mlu_target",)
+
+    def __init__(self, *, case: Any, target: Target, core_version: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.mlu_target = target
+        self.core_version = core_version
+        self.replay: Any = None
+
+    def _case(self, dtype: str = "float32", shape: str = "") -> Case:
+        from mluverify.pytest_plugin import settings_key
+        from mluverify.pytest_run import report_dir
+        from mluverify.reproducer import reproducer_command
+
+        reproducer = reproducer_command(self.config, self.nodeid, self.mlu_target, self.core_version,
+                                        report_dir(self.config, self.config.stash[settings_key]))
+        return Case(case_id=self.nodeid, op=self.case.op_name, target=self.mlu_target, suite="captured",
+                    dtype=dtype, shape=shape, reproducer=reproducer, core_version=self.core_version,
+                    aten_ops=(self.case.op,))
+
+    def setup(self) -> None:
+        """Rebuild the inputs; a case that cannot be rebuilt is an errored record."""
+        from mluverify.backends import Execution
+        from mluverify.pytest_plugin import session_key
+        from mluverify.session import make_record
+        from mluverify.status import ERRORED
+
+        try:
+            self.replay = self.case.build()
+        except RecordsError as exc:
+            session = self.config.stash[session_key]
+            why = f"inputs cannot be rebuilt: {exc}"
+            session.write(make_record(session.run_id, self._case(), None, Execution(None), 0.0,
+                                      status=ERRORED, why=why, error=why))
+            raise
+
+    def runtest(self) -> None:
+        from mluverify.pytest_plugin import _test_outcome, _waiver_for, session_key, settings_key
+
+        __tracebackhide__ = True
+        replay, settings = self.replay, self.config.stash[settings_key]
+        shape = next(("x".join(map(str, t.shape)) or "scalar" for t in replay.args), "")
+        case = self._case(replay.dtype, shape)
+        outcome = self.config.stash[session_key].verify(
+            replay.fn, replay.args, {}, case, waiver=_waiver_for(self, case.case_id, settings))
+        _test_outcome(outcome, case, settings)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        if isinstance(excinfo.value, RecordsError):
+            return f"{self.case.name}: inputs cannot be rebuilt: {excinfo.value}"
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, (f"{self.case.model} {self.case.op}({self.case.arguments}) "
+                                 f"from {self.case.call_site}")
