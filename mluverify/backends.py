@@ -54,9 +54,22 @@ class Backend(abc.ABC):
 
     name: str
     modes: Mapping[str, str]
+    # Device variants a case can run on, the default first (the MLU's core versions); a back
+    # end with variants runs ``case.core_version`` ("" meaning the default).
+    variants: tuple[str, ...] = ()
 
     def unavailable_reason(self) -> str | None:
         return None
+
+    def variants_for(self, requested: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+        """The variants to run a target on: ``requested`` (all must be this back end's), or the
+        default one when none is requested; ``()`` for a back end without variants."""
+        if not self.variants:
+            return ()
+        unknown = [v for v in requested if v not in self.variants]
+        if unknown:
+            raise valid_choice(f"variant (core version) of back end {self.name!r}", unknown[0], self.variants)
+        return tuple(requested) or self.variants[:1]
 
     @abc.abstractmethod
     def execute(self, fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:

@@ -1,6 +1,7 @@
 """A verification session: runs cases on targets and on the CPU, judges them and records them.
 
-The pytest plugin and the CLI both drive one ``Session``; nothing here knows pytest.
+The pytest plugin and the CLI both drive one ``Session``; nothing here knows pytest, and torch
+is imported only where a case runs (``mluverify.reference``, ``cast_floating``).
 """
 from __future__ import annotations
 
@@ -9,31 +10,49 @@ import math
 import time
 import traceback
 import uuid
+import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import pluggy
 
+from mluverify import status as statuses
 from mluverify.backends import Backend, BackendRegistry, Execution, map_tensors
 from mluverify.case import Case, Target
-from mluverify.compare import METRIC_NAMES, Tolerance, Verdict, compare, resolve_tolerance
+from mluverify.compare import METRIC_NAMES, Tolerance, Verdict, compare, policy, resolve_tolerance
 from mluverify.config import Settings, Waiver
+from mluverify.errors import ConfigError
 from mluverify.plugin_manager import call_hook
+from mluverify.provenance import ops_under_test_on_cpu
+from mluverify.reference import Golden, identical, run_golden
 from mluverify.report.records import PROVENANCE_COLUMNS, ShardWriter
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """A judged and recorded case: the verdict, and whether a waiver excused its failure."""
+    """A judged and recorded case: the verdict, its status (``mluverify.status``) and why, and
+    the waiver that excused it when one did."""
 
     verdict: Verdict
     record: Mapping[str, Any]
+    status: str
+    why: str = ""
     waiver: Waiver | None = None
 
     @property
     def waived(self) -> bool:
-        return bool(self.record["waived"])
+        return self.status == statuses.WAIVED
+
+
+@dataclass(frozen=True)
+class Checks:
+    """What a case checks beyond its verdict: ``golden`` computes the float64 reference (the
+    ``golden`` policy needs it; other policies record device and reference error);
+    ``expect_non_finite``: outputs NaN/Inf everywhere are what the case expects."""
+
+    golden: bool = False
+    expect_non_finite: bool = False
 
 
 @dataclass
@@ -56,6 +75,15 @@ class Session:
         self.extra_metrics = {}
         for contributed in call_hook(self.pm, "mluverify_metrics"):
             self.extra_metrics.update(contributed)
+        self._check_tolerance_modes()
+
+    def _check_tolerance_modes(self) -> None:
+        """A tolerance key naming a mode no back end has would never apply: say so at start-up."""
+        modes = {mode for backend in self.backends for mode in backend.modes}
+        for key, mode in self.settings.tolerances.modes().items():
+            if mode not in modes:
+                raise ConfigError(f"[tool.mluverify.tolerances] key {key!r}: no back end has mode "
+                                  f"{mode!r}; modes: {', '.join(sorted(modes))}")
 
     def resolve(self, target: Target | str) -> tuple[Target, Backend]:
         return self.backends.resolve(target)
@@ -69,31 +97,64 @@ class Session:
                                  table=self.settings.tolerances)
 
     def verify(self, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case, *,
-               tolerance: Tolerance | float | None = None, waiver: Waiver | None = None) -> Outcome:
-        """Run ``fn`` on the case's target and on the CPU (float32), judge, record, return.
+               tolerance: Tolerance | float | None = None, waiver: Waiver | None = None,
+               checks: Checks = Checks()) -> Outcome:
+        """Run ``fn`` on the case's target and on the CPU (float32; float64 too when the golden
+        reference is on), judge, decide the status, record, return.
 
-        A device that raises is recorded (with its error) and the exception re-raised.
+        A device (or reference) that raises is recorded as ``errored`` and the exception re-raised.
         """
         _, backend = self.resolve(case.target)
         started = time.perf_counter()
         device_args = cast_floating(args, case.dtype)
         try:
             execution = backend.execute(fn, device_args, dict(kwargs), case=case)
+            nondeterminism = self._second_run(backend, fn, device_args, kwargs, case, execution)
             expected = fn(*args, **kwargs)
-            verdict = compare(as_reference_dtype(execution.output, case.dtype), expected,
-                              tolerance=self.tolerance(case, tolerance), extra_metrics=self.extra_metrics)
+            verdict, golden_note = self._judge(fn, args, kwargs, case, execution, expected, tolerance, checks)
         except Exception as exc:
             self.write(make_record(self.run_id, case, None, Execution(None), time.perf_counter() - started,
-                                   error=_one_line(exc)))
+                                   status=statuses.ERRORED, why=_one_line(exc), error=_one_line(exc)))
             raise
         duration_s = time.perf_counter() - started
         if self.dump_failures and not verdict.passed:
             dumped = self._dump(backend, fn, device_args, kwargs, case)
             case = replace(case, reproducer=f"{case.reproducer}; dump: {dumped}")
-        waived = not verdict.passed and waiver is not None and not waiver.expired()
-        record = make_record(self.run_id, case, verdict, execution, duration_s, waived=waived)
+        status, why = statuses.decide(statuses.Facts(
+            verdict.passed,
+            ops_on_cpu=ops_under_test_on_cpu(case, execution.fallback_ops),
+            not_fused_reason=execution.not_fused_reason if execution.executed_as == "layer-by-layer" else None,
+            nondeterminism=nondeterminism,
+        ))
+        if status != statuses.PASSED and waiver is not None and not waiver.expired():
+            status, why = statuses.WAIVED, f"{status}: {why or verdict.reason}"
+        record = make_record(self.run_id, case, verdict, execution, duration_s, status=status,
+                             why="; ".join(filter(None, (why, golden_note))))
         self.write(record)
-        return Outcome(verdict, record, waiver)
+        return Outcome(verdict, record, status, why, waiver)
+
+    def _second_run(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any],
+                    case: Case, first: Execution) -> str:
+        """For a ``determinism_share`` of cases (chosen by case id, the same in every run): run
+        the case on the device again; ``""`` when both runs are bit-identical, else where not."""
+        share = self.settings.determinism_share
+        if zlib.crc32(case.case_id.encode()) % 10_000 >= share * 10_000:
+            return ""
+        return identical(first.output, backend.execute(fn, args, dict(kwargs), case=case).output)
+
+    def _judge(self, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case, execution: Execution,
+               expected: Any, marker: Tolerance | float | None, checks: Checks) -> tuple[Verdict, str]:
+        """The verdict, and a note when the golden reference was asked for but is unavailable."""
+        tolerance = self.tolerance(case, marker)
+        golden = run_golden(fn, args, kwargs) if checks.golden or tolerance.golden else Golden()
+        note = f"golden reference unavailable ({golden.unavailable})" if golden.unavailable else ""
+        if tolerance.golden and golden.output is None:
+            tolerance = policy(self.resolve(case.target)[1].policy(case.mode))
+            note += f"; judged by {tolerance.source} instead"
+        verdict = compare(as_reference_dtype(execution.output, case.dtype), expected, tolerance=tolerance,
+                          dtype=case.dtype, extra_metrics=self.extra_metrics, golden=golden.output,
+                          golden_rules=self.settings.golden, expect_non_finite=checks.expect_non_finite)
+        return verdict, note
 
     def _dump(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any],
                case: Case) -> Path:
@@ -133,10 +194,13 @@ def as_reference_dtype(obj: Any, dtype: str) -> Any:
 
 
 def make_record(run_id: str, case: Case, verdict: Verdict | None, execution: Execution,
-                duration_s: float, *, error: str = "", waived: bool = False) -> dict[str, Any]:
+                duration_s: float, *, status: str, why: str = "", error: str = "") -> dict[str, Any]:
     """One row of the records (see ``mluverify.report.records.COLUMNS``)."""
     diagnostics = dict(verdict.diagnostics) if verdict else {}
     extra = {k: v for k, v in diagnostics.items() if k not in METRIC_NAMES}
+    device_error = verdict.device_error if verdict else None
+    reference_error = verdict.reference_error if verdict else None
+    reason = verdict.reason if verdict else ""
     return {
         "run_id": run_id,
         "case_id": case.case_id,
@@ -160,24 +224,29 @@ def make_record(run_id: str, case: Case, verdict: Verdict | None, execution: Exe
         "seed": case.seed,
         "reproducer": case.reproducer,
         "duration_s": duration_s,
-        "reason": verdict.reason if verdict else "",
+        "reason": f"{why}; {reason}" if why and reason and why != error else (reason or why),
         "error": error,
-        "waived": waived,
-        "status": _status(verdict, error, waived),
+        "waived": status == statuses.WAIVED,
+        "status": status,
         "kind": "output",
         "leaf": verdict.leaf if verdict else "",
         "executed_as": execution.executed_as if verdict else "",
+        "op_on_cpu": bool(ops_under_test_on_cpu(case, execution.fallback_ops)),
         "not_fused_reason": execution.not_fused_reason,
         **{name: execution.info.get(name) for name in PROVENANCE_COLUMNS},
+        "core_version": execution.info.get("core_version") or case.core_version or None,
+        "device_error": device_error,
+        "reference_error": reference_error,
+        "error_ratio": _ratio(device_error, reference_error),
     }
 
 
-def _status(verdict: Verdict | None, error: str, waived: bool) -> str:
-    if error or verdict is None:
-        return "errored"
-    if verdict.passed:
-        return "passed"
-    return "waived" if waived else "failed"
+def _ratio(device_error: float | None, reference_error: float | None) -> float | None:
+    if device_error is None or reference_error is None:
+        return None
+    if reference_error == 0:
+        return 0.0 if device_error == 0 else math.inf
+    return device_error / reference_error
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,17 +1,24 @@
-"""Set-up shared by every suite: the device precision fixture and the heavy-case opt-in.
+"""Set-up shared by every suite: the device precision fixture, the heavy-case opt-in and the
+golden reference of the op suites.
 
 ``dtype`` parametrizes a test over the precisions the device computes in (the CPU reference
 stays float32). Cases marked ``mlu_heavy`` run only with ``--mlu-heavy``; the default selection
 (``make verify``, at most 10 minutes on 2 cores) leaves out the full-size (224x224) ResNet50 /
-VGG19 cases and their reduced-size variants beyond float32 (and int8 ResNet50).
+VGG19 cases and their reduced-size variants beyond float32 (and int8 ResNet50). Cases of the
+op-level suites (``GOLDEN_SUITES``) are judged against a float64 CPU result as well (marker
+``mlu_golden``); the network suites opt in with ``--mlu-golden``.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from mluverify import hookimpl
 
 DEVICE_DTYPES = ("float32", "float16")
+# Op-level suites: each case is also judged against float64 (device and reference error recorded).
+GOLDEN_SUITES = ("ops", "opinfo", "captured", "conformance")
 _RECORDS: list[dict] = []  # every record this process made (hook mluverify_record)
 
 
@@ -26,12 +33,23 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    suites = Path(__file__).parent
+    for item in items:
+        if _suite_of(item.path, suites) in GOLDEN_SUITES and not item.get_closest_marker("mlu_golden"):
+            item.add_marker(pytest.mark.mlu_golden)
     if config.getoption("mlu_heavy"):
         return
     opt_in = pytest.mark.skip(reason="heavy case, not in the default selection: run with --mlu-heavy")
     for item in items:
         if item.get_closest_marker("mlu_heavy"):
             item.add_marker(opt_in)
+
+
+def _suite_of(path: Path, suites: Path) -> str:
+    try:
+        return path.relative_to(suites).parts[0]
+    except (ValueError, IndexError):
+        return ""
 
 
 @pytest.fixture(params=DEVICE_DTYPES)

@@ -18,12 +18,22 @@ from mluverify.compare._metrics import (
     rma,
     sqnr_db,
 )
-from mluverify.compare._tolerance import POLICIES, Tolerance, ToleranceTable, policy, resolve_tolerance
+from mluverify.compare._tolerance import (
+    GOLDEN_RULES,
+    POLICIES,
+    GoldenRule,
+    Tolerance,
+    ToleranceTable,
+    parse_golden_rules,
+    policy,
+    resolve_tolerance,
+)
 
 __all__ = [
-    "BUILTIN_METRICS", "DIAGNOSTIC", "EPS", "JUDGEABLE", "METRIC_NAMES", "POLICIES",
-    "Tolerance", "ToleranceTable", "Verdict", "assert_close", "compare", "cosine", "max_abs",
-    "max_rel", "metrics", "policy", "rae", "rel_mse", "resolve_tolerance", "rma", "sqnr_db",
+    "BUILTIN_METRICS", "DIAGNOSTIC", "EPS", "GOLDEN_RULES", "GoldenRule", "JUDGEABLE", "METRIC_NAMES",
+    "POLICIES", "Tolerance", "ToleranceTable", "Verdict", "assert_close", "compare", "cosine", "max_abs",
+    "max_rel", "metrics", "parse_golden_rules", "policy", "rae", "rel_mse", "resolve_tolerance", "rma",
+    "sqnr_db",
 ]
 
 

@@ -11,11 +11,26 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from mluverify.compare._metrics import all_metrics
+from mluverify.compare._metrics import BUILTIN_METRICS, all_metrics, pair_sums
+from mluverify.compare._tolerance import (
+    EXACT,
+    GOLDEN_RULES,
+    GoldenRule,
+    Tolerance,
+    ToleranceTable,
+    policy,
+    resolve_tolerance,
+)
 from mluverify.errors import InvalidArgument
-from mluverify.compare._tolerance import EXACT, Tolerance, ToleranceTable, policy, resolve_tolerance
 
 WORST_ELEMENTS = 5
+# Positions named when NaN/Inf positions differ.
+NON_FINITE_SHOWN = 5
+# Absolute error a result may have where the reference is (nearly) all zeros: below the eps
+# floor rel_mse says nothing, so max_abs is judged as well, against bound * max|e| plus this.
+# msprobe's small-value absolute thresholds (float32 2^-30, float16 / bfloat16 2^-16).
+SMALL_VALUE_ATOL: Mapping[str, float] = {"float64": 2.0**-30, "float32": 2.0**-30,
+                                          "float16": 2.0**-16, "bfloat16": 2.0**-16}
 
 
 @dataclass(frozen=True)
@@ -25,6 +40,9 @@ class Verdict:
     ``value`` is the judged metric (for ``exact``: the number of differing elements);
     ``headroom`` is ``bound / value`` (inf when the value is 0). ``leaf`` names the output
     element that decided the verdict (``""`` for a single tensor, else e.g. ``[0]['out']``).
+    With a golden (float64) result, ``device_error`` and ``reference_error`` are the device's
+    and the CPU reference's errors against it in the judged metric. ``nothing_compared``: every
+    element was NaN/Inf on both sides, so no value was judged.
     """
 
     passed: bool
@@ -38,6 +56,9 @@ class Verdict:
     leaf: str = ""
     worst: tuple[tuple[tuple[int, ...], float, float], ...] = ()
     tolerance_source: str = ""
+    device_error: float | None = None
+    reference_error: float | None = None
+    nothing_compared: bool = False
 
     @property
     def message(self) -> str:
@@ -128,8 +149,19 @@ def _headroom(bound: float, value: float) -> float:
     return bound / value
 
 
-def _judge_leaf(actual: _Leaf, expected: _Leaf, tolerance: Tolerance, path: str,
-                extra: Mapping[str, Callable[[np.ndarray, np.ndarray], float]]) -> Verdict:
+@dataclass(frozen=True)
+class _Context:
+    """What every leaf of one comparison is judged with."""
+
+    tolerance: Tolerance
+    dtype: str
+    golden_rules: Mapping[str, GoldenRule]
+    expect_non_finite: bool
+    extra: Mapping[str, Callable[[np.ndarray, np.ndarray], float]]
+
+
+def _judge_leaf(actual: _Leaf, expected: _Leaf, golden: _Leaf | None, path: str, context: _Context) -> Verdict:
+    tolerance = context.tolerance
     if actual.shape != expected.shape:
         return _failed(tolerance, f"shape mismatch: actual {list(actual.shape)} vs expected {list(expected.shape)}", path)
     if actual.dtype != expected.dtype:
@@ -137,34 +169,109 @@ def _judge_leaf(actual: _Leaf, expected: _Leaf, tolerance: Tolerance, path: str,
     if expected.exact or tolerance.metric == EXACT:
         return _judge_exact(actual, expected, path)
     a, e = actual.values.reshape(-1), expected.values.reshape(-1)
-    a, e, nan_mismatch = _mask_non_finite(a, e)
-    if nan_mismatch:
-        return _failed(tolerance, f"{nan_mismatch} NaN/Inf position(s) differ between actual and expected",
-                       path, nan_mismatch)
-    diagnostics = all_metrics(a, e)
-    if extra:  # plugin metrics get float64 arrays, as documented
-        a, e = a.astype(np.float64, copy=False), e.astype(np.float64, copy=False)
-        diagnostics.update({name: float(fn(a, e)) for name, fn in extra.items()})
-    value = diagnostics[tolerance.metric]
-    passed = value <= tolerance.bound
-    verb = "<=" if passed else ">"
-    reason = f"{tolerance.metric} {value:.4g} {verb} bound {tolerance.bound:g} ({tolerance.source})"
+    keep, mismatch = _finite_positions(a, e)
+    if mismatch.any():
+        return _failed(tolerance, _non_finite_reason(actual.values, expected.values, mismatch), path,
+                       int(mismatch.sum()))
+    if keep is not None:
+        a, e = a[keep], e[keep]
+    if a.size == 0 and expected.values.size > 0:
+        return _nothing_compared(tolerance, expected.values.size, path, context.expect_non_finite)
+    sums = pair_sums(a, e)
+    diagnostics = sums.metrics()
+    if context.extra:  # plugin metrics get float64 arrays, as documented
+        a64, e64 = a.astype(np.float64, copy=False), e.astype(np.float64, copy=False)
+        diagnostics.update({name: float(fn(a64, e64)) for name, fn in context.extra.items()})
+    errors = _golden_errors(a, e, golden, keep, tolerance.metric)
+    if tolerance.golden:
+        rule = context.golden_rules.get(context.dtype or expected.dtype, GOLDEN_RULES["float32"])
+        metric, value, bound, reason = _golden_judgement(errors, rule, a.size, tolerance)
+    else:
+        metric, value, bound = tolerance.metric, diagnostics[tolerance.metric], tolerance.bound
+        reason = f"{metric} {value:.4g} {'<=' if value <= bound else '>'} bound {bound:g} ({tolerance.source})"
+        if metric == "rel_mse" and sums.eps_rules_decide(bound):
+            metric, value, bound, reason = _second_check(sums, diagnostics, tolerance, context, reason)
+    passed = value <= bound
     worst = () if passed else _worst_elements(actual.values, expected.values)
-    return Verdict(passed, tolerance.metric, value, tolerance.bound, _headroom(tolerance.bound, value),
-                   reason, diagnostics, 0, path, worst, tolerance.source)
+    return Verdict(passed, metric, value, bound, _headroom(bound, value), reason, diagnostics, 0, path,
+                   worst, tolerance.source, *errors)
 
 
-def _mask_non_finite(a: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Drop positions where both are the same non-finite value; count positions that differ."""
+def _nothing_compared(tolerance: Tolerance, size: int, path: str, expected: bool) -> Verdict:
+    """Every element NaN/Inf on both sides at the same positions: no value was judged."""
+    reason = (f"nothing compared: all {size} elements are NaN/Inf on both sides (same positions); "
+              + ("the case expects that" if expected else "no value was judged (pass expect_non_finite=True "
+                 "if the case expects it)"))
+    return Verdict(expected, tolerance.metric, 0.0 if expected else math.nan, tolerance.bound,
+                   math.inf if expected else 0.0, reason, leaf=path, tolerance_source=tolerance.source,
+                   nothing_compared=True)
+
+
+def _second_check(sums, diagnostics: Mapping[str, float], tolerance: Tolerance, context: _Context,
+                  reason: str) -> tuple[str, float, float, str]:
+    """Below the eps floor rel_mse is decided by the eps rules, not the data: judge max_abs too,
+    against ``bound * max|e| + SMALL_VALUE_ATOL[dtype]``; the verdict says which decided."""
+    atol = SMALL_VALUE_ATOL.get(context.dtype, SMALL_VALUE_ATOL["float32"])
+    abs_bound = tolerance.bound * sums.max_abs_e + atol
+    floor_note = (f"Cambricon's eps floor decides rel_mse (reference energy sum(e^2) = "
+                  f"{sums.squared_reference:.3g}, squared error {sums.squared_error:.3g}), so it is not informative")
+    max_abs = diagnostics["max_abs"]
+    if max_abs > abs_bound:
+        return ("max_abs", max_abs, abs_bound,
+                f"{floor_note}; max_abs {max_abs:.4g} > {abs_bound:.3g} (bound x max|e| + {atol:.3g})")
+    rel = diagnostics["rel_mse"]
+    return ("rel_mse", rel, tolerance.bound,
+            f"{reason}; {floor_note}: max_abs {max_abs:.4g} <= {abs_bound:.3g} also checked")
+
+
+def _golden_errors(a: np.ndarray, e: np.ndarray, golden: _Leaf | None, keep, metric: str
+                   ) -> tuple[float | None, float | None]:
+    """(device error, reference error) against the golden result in ``metric``, or (None, None)."""
+    if golden is None or metric not in BUILTIN_METRICS:
+        return None, None
+    g = golden.values.reshape(-1).astype(np.float64, copy=False)
+    if keep is not None:
+        g = g[keep]
+    finite = np.isfinite(g)
+    if not finite.all():
+        a, e, g = a[finite], e[finite], g[finite]
+    measure = BUILTIN_METRICS[metric]
+    return float(measure(a.astype(np.float64), g)), float(measure(e.astype(np.float64), g))
+
+
+def _golden_judgement(errors, rule: GoldenRule, size: int, tolerance: Tolerance
+                      ) -> tuple[str, float, float, str]:
+    device_error, reference_error = errors
+    if device_error is None:
+        return tolerance.metric, math.nan, 0.0, "golden policy without a golden (float64) result"
+    bound = rule.bound(reference_error, size)
+    verb = "<=" if device_error <= bound else ">"
+    return (tolerance.metric, device_error, bound,
+            f"golden: device {tolerance.metric} {device_error:.4g} {verb} k x reference {reference_error:.4g} "
+            f"+ floor = {bound:.4g} (k = {rule.multiplier(size):g}, floor = {rule.floor:.3g}; {tolerance.source})")
+
+
+def _finite_positions(a: np.ndarray, e: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """(positions finite on both sides, or None when all are; positions whose non-finite values
+    differ between the sides). Equal NaN/Inf on both sides is excluded, not a mismatch."""
     finite_a, finite_e = np.isfinite(a), np.isfinite(e)
     if finite_a.all() and finite_e.all():
-        return a, e, 0
-    both_nan = np.isnan(a) & np.isnan(e)
-    same_inf = ~finite_a & ~finite_e & (a == e)
-    same_non_finite = both_nan | same_inf
-    mismatch = int(((~finite_a | ~finite_e) & ~same_non_finite).sum())
-    keep = finite_a & finite_e
-    return a[keep], e[keep], mismatch
+        return None, np.zeros(0, dtype=bool)
+    same_non_finite = (np.isnan(a) & np.isnan(e)) | (~finite_a & ~finite_e & (a == e))
+    return finite_a & finite_e, (~finite_a | ~finite_e) & ~same_non_finite
+
+
+def _non_finite_reason(actual: np.ndarray, expected: np.ndarray, mismatch: np.ndarray) -> str:
+    """How many NaN/Inf positions differ, and the first few: index, both values, which side."""
+    count = int(mismatch.sum())
+    shown = []
+    for flat in np.flatnonzero(mismatch)[:NON_FINITE_SHOWN]:
+        index = tuple(int(i) for i in np.unravel_index(flat, actual.shape))
+        a, e = float(actual.reshape(-1)[flat]), float(expected.reshape(-1)[flat])
+        side = "both" if not (math.isfinite(a) or math.isfinite(e)) else ("actual" if not math.isfinite(a) else "expected")
+        shown.append(f"{index}: actual {a:g} vs expected {e:g} ({side} non-finite)")
+    more = f", ... ({count - len(shown)} more)" if count > len(shown) else ""
+    return f"{count} NaN/Inf position(s) differ between actual and expected: " + "; ".join(shown) + more
 
 
 def _judge_exact(actual: _Leaf, expected: _Leaf, path: str) -> Verdict:
@@ -214,36 +321,58 @@ def compare(
     tolerance: Tolerance | float | None = None,
     tolerances: ToleranceTable | None = None,
     extra_metrics: Mapping[str, Callable[[np.ndarray, np.ndarray], float]] | None = None,
+    golden: Any = None,
+    golden_rules: Mapping[str, GoldenRule] | None = None,
+    expect_non_finite: bool = False,
 ) -> Verdict:
     """Judge ``actual`` (device) against ``expected`` (CPU reference) by the policy of ``mode``.
 
     Accepts tensors, numpy arrays, numbers and nested tuples / lists / dicts / namedtuples
     of them. ``tolerance`` overrides the policy (a number bounds the policy's metric);
     ``tolerances`` is a ``[tool.mluverify.tolerances]`` table consulted by op, dtype, mode.
+    ``golden``: the same computation in float64 (same structure); the verdict then holds the
+    device's and the reference's errors against it, and the ``golden`` policy judges by them
+    (``golden_rules``: per-dtype k and floor, default ``GOLDEN_RULES``). ``dtype``: the
+    precision the device computed in (default: the leaves' dtype). ``expect_non_finite``:
+    outputs that are NaN/Inf everywhere (on both sides) pass; otherwise "nothing compared" fails.
     Never raises for a mismatch: shape, dtype, structure and NaN/Inf differences are failed
     verdicts naming what differs.
     """
     resolved = resolve_tolerance(op=op, dtype=dtype, mode=mode, policy_name=mode,
                                  marker=tolerance, table=tolerances)
-    verdicts = [_judge_item(item, resolved, extra_metrics or {}) for item in _walk(actual, expected)]
+    context = _Context(resolved, dtype, golden_rules or GOLDEN_RULES, expect_non_finite, extra_metrics or {})
+    golden_leaves = {} if golden is None else {item[0]: item[1] for item in _walk(golden, expected) if len(item) == 3}
+    verdicts = [_judge_item(item, golden_leaves, context) for item in _walk(actual, expected)]
     if not verdicts:
-        return Verdict(True, resolved.metric, 0.0, resolved.bound, math.inf, "nothing to compare",
+        return Verdict(True, resolved.metric, 0.0, resolved.bound, math.inf, "nothing to compare: empty output",
                        tolerance_source=resolved.source)
     return min(verdicts, key=_severity) if len(verdicts) > 1 else verdicts[0]
 
 
-def _judge_item(item: tuple, tolerance: Tolerance, extra) -> Verdict:
+def _judge_item(item: tuple, golden_leaves: Mapping[str, Any], context: _Context) -> Verdict:
     if len(item) == 2:
         path, reason = item
-        return _failed(tolerance, reason, path)
+        return _failed(context.tolerance, reason, path)
     path, actual, expected = item
     try:
         actual_leaf, expected_leaf = _as_leaf(actual), _as_leaf(expected)
     except _Unsupported as exc:
         if actual == expected:
             return Verdict(True, EXACT, 0.0, 0.0, math.inf, "equal", leaf=path)
-        return _failed(tolerance, f"{exc}: actual {actual!r} vs expected {expected!r}", path)
-    return _judge_leaf(actual_leaf, expected_leaf, tolerance, path, extra)
+        return _failed(context.tolerance, f"{exc}: actual {actual!r} vs expected {expected!r}", path)
+    golden = _golden_leaf(golden_leaves.get(path), expected_leaf)
+    return _judge_leaf(actual_leaf, expected_leaf, golden, path, context)
+
+
+def _golden_leaf(value: Any, expected: _Leaf) -> _Leaf | None:
+    """The golden leaf for one output, when it is a floating leaf of the expected shape."""
+    if value is None:
+        return None
+    try:
+        leaf = _as_leaf(value)
+    except _Unsupported:
+        return None
+    return leaf if leaf.shape == expected.shape and not leaf.exact else None
 
 
 def assert_close(actual: Any, expected: Any, *, msg: str | None = None, **kwargs: Any) -> Verdict:
@@ -262,6 +391,9 @@ def _message(verdict: Verdict) -> str:
     if verdict.diagnostics:
         lines.append(f"Headroom: {verdict.headroom:.3g} (bound / value; < 1 fails)")
         lines.append("Metrics: " + ", ".join(f"{k}={v:.4g}" for k, v in verdict.diagnostics.items()))
+    if verdict.device_error is not None:
+        lines.append(f"Against float64: device {verdict.device_error:.4g}, CPU reference "
+                     f"{verdict.reference_error:.4g} ({verdict.metric})")
     if verdict.worst:
         lines.append("Worst elements (index: actual vs expected, |difference|):")
         for index, a, e in verdict.worst:
@@ -277,5 +409,5 @@ def pair_metrics(actual: Any, expected: Any) -> dict[str, float]:
             f"metrics need equal shapes: actual {list(actual_leaf.shape)} vs expected {list(expected_leaf.shape)}"
         )
     a, e = actual_leaf.values.reshape(-1), expected_leaf.values.reshape(-1)
-    a, e, _ = _mask_non_finite(a, e)
-    return all_metrics(a, e)
+    keep, _ = _finite_positions(a, e)
+    return all_metrics(a, e) if keep is None else all_metrics(a[keep], e[keep])

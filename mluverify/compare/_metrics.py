@@ -9,6 +9,7 @@ users and tests.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import numpy as np
@@ -127,14 +128,52 @@ BUILTIN_METRICS: Mapping[str, Callable[[np.ndarray, np.ndarray], float]] = {
 _CHUNK = 1 << 16
 
 
-def all_metrics(actual: np.ndarray, expected: np.ndarray) -> dict[str, float]:
-    """Every built-in metric of one pair of 1-D float arrays, widened to float64 chunk by
-    chunk, the shared sums made in one pass."""
-    if actual.size == 0:
-        return {"rel_mse": 0.0, "rae": 0.0, "rma": 0.0, "max_abs": 0.0, "max_rel": 0.0,
-                "cosine": 1.0, "sqnr_db": math.inf}
+@dataclass(frozen=True)
+class PairSums:
+    """The sums every built-in metric of one pair is derived from (float64, NaN/Inf excluded)."""
+
+    size: int
+    squared_error: float
+    squared_reference: float
+    squared_actual: float
+    dot: float
+    sum_abs_diff: float
+    sum_abs_e: float
+    sum_abs_a: float
+    max_abs: float
+    max_rel: float
+    max_abs_e: float
+
+    def eps_rules_decide(self, bound: float) -> bool:
+        """Whether Cambricon's eps rules (eps added to a reference energy <= eps; a total squared
+        error <= (2 eps)^2 zeroed) turn a rel_mse above ``bound`` into one within it."""
+        if self.squared_reference > 0:
+            raw = math.sqrt(self.squared_error / self.squared_reference)
+        else:
+            raw = 0.0 if self.squared_error == 0 else math.inf
+        return raw > bound >= _rel_mse_from_sums(self.squared_error, self.squared_reference)
+
+    def metrics(self) -> dict[str, float]:
+        """Every built-in metric (``METRIC_NAMES``) from these sums."""
+        if self.size == 0:
+            return {"rel_mse": 0.0, "rae": 0.0, "rma": 0.0, "max_abs": 0.0, "max_rel": 0.0,
+                    "cosine": 1.0, "sqnr_db": math.inf}
+        mean_abs_e, mean_abs_a = self.sum_abs_e / self.size, self.sum_abs_a / self.size
+        return {
+            "rel_mse": _rel_mse_from_sums(self.squared_error, self.squared_reference),
+            "rae": _ratio_or_exact(self.sum_abs_diff, self.sum_abs_e),
+            "rma": _ratio_or_exact(abs(mean_abs_e - mean_abs_a), mean_abs_e),
+            "max_abs": self.max_abs,
+            "max_rel": self.max_rel,
+            "cosine": _cosine(self.dot, self.squared_actual, self.squared_reference),
+            "sqnr_db": _sqnr_db(self.squared_error, self.squared_reference),
+        }
+
+
+def pair_sums(actual: np.ndarray, expected: np.ndarray) -> PairSums:
+    """The sums of one pair of 1-D float arrays, widened to float64 chunk by chunk in one pass."""
     squared_error = squared_reference = squared_actual = dot = 0.0
-    sum_abs_diff = sum_abs_e = sum_abs_a = max_abs = max_rel = 0.0
+    sum_abs_diff = sum_abs_e = sum_abs_a = max_abs = max_rel = max_abs_e = 0.0
     for start in range(0, actual.size, _CHUNK):
         a = actual[start:start + _CHUNK].astype(np.float64, copy=False)
         e = expected[start:start + _CHUNK].astype(np.float64, copy=False)
@@ -149,13 +188,11 @@ def all_metrics(actual: np.ndarray, expected: np.ndarray) -> dict[str, float]:
         sum_abs_a += float(np.abs(a).sum())
         max_abs = max(max_abs, float(abs_diff.max()))
         max_rel = max(max_rel, _max_rel(abs_diff, abs_e))
-    mean_abs_e, mean_abs_a = sum_abs_e / actual.size, sum_abs_a / actual.size
-    return {
-        "rel_mse": _rel_mse_from_sums(squared_error, squared_reference),
-        "rae": _ratio_or_exact(sum_abs_diff, sum_abs_e),
-        "rma": _ratio_or_exact(abs(mean_abs_e - mean_abs_a), mean_abs_e),
-        "max_abs": max_abs,
-        "max_rel": max_rel,
-        "cosine": _cosine(dot, squared_actual, squared_reference),
-        "sqnr_db": _sqnr_db(squared_error, squared_reference),
-    }
+        max_abs_e = max(max_abs_e, float(abs_e.max()))
+    return PairSums(int(actual.size), squared_error, squared_reference, squared_actual, dot,
+                    sum_abs_diff, sum_abs_e, sum_abs_a, max_abs, max_rel, max_abs_e)
+
+
+def all_metrics(actual: np.ndarray, expected: np.ndarray) -> dict[str, float]:
+    """Every built-in metric of one pair of 1-D float arrays (see ``pair_sums``)."""
+    return pair_sums(actual, expected).metrics()

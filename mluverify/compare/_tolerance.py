@@ -12,15 +12,26 @@ from mluverify.compare._metrics import JUDGEABLE
 from mluverify.errors import ConfigError, InvalidArgument, valid_choice
 
 EXACT = "exact"
+GOLDEN = "golden"
+ANY_OP = "*"
+# Case dtypes a tolerance key may name (the precision the device computes in).
+DTYPES = frozenset({"float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+                    "uint8", "bool", "complex64", "complex128"})
 
 
 @dataclass(frozen=True)
 class Tolerance:
-    """A bound on one judged metric; ``source`` says where it came from (for reports)."""
+    """A bound on one judged metric; ``source`` says where it came from (for reports).
+
+    ``golden`` tolerances judge the device against a float64 ("golden") result instead: pass
+    iff ``device_error <= k * reference_error + floor`` in ``metric`` (``GoldenRule``);
+    ``bound`` is then unused until the rule turns it into a number for one comparison.
+    """
 
     metric: str
     bound: float
     source: str = "user"
+    golden: bool = False
 
     def __post_init__(self) -> None:
         if self.metric != EXACT and self.metric not in JUDGEABLE:
@@ -29,12 +40,51 @@ class Tolerance:
             raise InvalidArgument(f"tolerance bound must be a number >= 0, got {self.bound!r}")
 
 
+@dataclass(frozen=True)
+class GoldenRule:
+    """The ``golden`` policy for one dtype: ``device_error <= k * reference_error + floor``.
+
+    ``k`` follows ``torch._dynamo.utils.same()`` as of torch 2.14.1 (2 for float32 results, 3
+    for float16 / bfloat16, 3 for tensors of fewer than ``small_numel`` elements, where noise
+    dominates RMSE); ``floor`` is two units of roundoff of the dtype (``2 * 2**-p``): what a
+    correctly rounded result in that precision may differ by when the CPU's own error is ~0.
+    """
+
+    k: float
+    floor: float
+    small_k: float = 3.0
+    small_numel: int = 1000
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.k, (int, float)) or not self.k > 0:
+            raise InvalidArgument(f"golden rule k must be a number > 0, got {self.k!r}")
+        if not isinstance(self.floor, (int, float)) or not self.floor >= 0:
+            raise InvalidArgument(f"golden rule floor must be a number >= 0, got {self.floor!r}")
+
+    def multiplier(self, numel: int) -> float:
+        """k for a result of ``numel`` elements."""
+        return max(self.k, self.small_k) if numel < self.small_numel else self.k
+
+    def bound(self, reference_error: float, numel: int) -> float:
+        """The device error allowed for a result of ``numel`` elements."""
+        return self.multiplier(numel) * reference_error + self.floor
+
+
+GOLDEN_RULES: Mapping[str, GoldenRule] = {
+    "float64": GoldenRule(2.0, 2 * 2.0**-53),
+    "float32": GoldenRule(2.0, 2 * 2.0**-24),
+    "float16": GoldenRule(3.0, 2 * 2.0**-11),
+    "bfloat16": GoldenRule(3.0, 2 * 2.0**-8),
+}
+
+
 # The documents' op-test rule: CNNL (layer by layer) within 0.3 %, CNML (fused and quantized)
 # within 2 %, relative error measured as rel_mse.
 POLICIES: Mapping[str, Tolerance] = {
     "cnnl": Tolerance("rel_mse", 0.003, "policy:cnnl"),
     "cnml": Tolerance("rel_mse", 0.02, "policy:cnml"),
     EXACT: Tolerance(EXACT, 0.0, "policy:exact"),
+    GOLDEN: Tolerance("rel_mse", 0.0, "policy:golden", golden=True),
 }
 
 
@@ -48,22 +98,34 @@ def policy(name: str) -> Tolerance:
 
 class ToleranceTable:
     """``[tool.mluverify.tolerances]``: entries keyed ``op``, ``op:dtype``, ``op:dtype:mode``
-    or ``op::mode``; a value is a bound on the policy's metric or ``{metric=..., bound=...}``."""
+    or ``op::mode`` (``*`` as op: every op); a value is a bound on the policy's metric,
+    ``{metric=..., bound=...}``, or a policy name (``"golden"``, ``"cnnl"``, ...) that judges
+    the matching cases instead of their mode's policy."""
 
     def __init__(self, entries: Mapping[str, Any] | None = None) -> None:
-        self._entries: dict[tuple[str, str, str], tuple[str | None, float]] = {}
+        self._entries: dict[tuple[str, str, str], Tolerance | float] = {}
         for key, value in (entries or {}).items():
             self._entries[_parse_key(key)] = _parse_value(key, value)
 
     def __bool__(self) -> bool:
         return bool(self._entries)
 
+    def modes(self) -> dict[str, str]:
+        """The mode each key names (key -> mode), to check against the loaded back ends' modes."""
+        return {":".join(key): key[2] for key in self._entries if key[2]}
+
     def lookup(self, op: str, dtype: str, mode: str, default: Tolerance) -> Tolerance | None:
-        """The most specific entry for (op, dtype, mode), or None."""
-        for key in ((op, dtype, mode), (op, dtype, ""), (op, "", mode), (op, "", "")):
-            if key in self._entries:
-                metric, bound = self._entries[key]
-                return Tolerance(metric or default.metric, bound, "config:" + ":".join(key))
+        """The most specific entry for (op, dtype, mode), or None; a bare bound bounds the
+        metric of ``default`` (the mode's policy)."""
+        for name in (op, ANY_OP):
+            for key in ((name, dtype, mode), (name, dtype, ""), (name, "", mode), (name, "", "")):
+                entry = self._entries.get(key)
+                if entry is None:
+                    continue
+                source = "config:" + ":".join(key)
+                if isinstance(entry, Tolerance):
+                    return Tolerance(entry.metric, entry.bound, source, entry.golden)
+                return Tolerance(default.metric if not default.golden else "rel_mse", entry, source)
         return None
 
 
@@ -72,26 +134,48 @@ def _parse_key(key: str) -> tuple[str, str, str]:
     if not parts[0] or len(parts) > 3:
         raise ConfigError(
             f"[tool.mluverify.tolerances] key {key!r} must be 'op', 'op:dtype', 'op:dtype:mode' "
-            "or 'op::mode'"
+            "or 'op::mode' ('*' as op: every op)"
         )
-    return (parts + ["", ""])[0], (parts + ["", ""])[1], (parts + ["", ""])[2]
+    op, dtype, mode = (parts + ["", ""])[:3]
+    if dtype and dtype not in DTYPES:
+        raise ConfigError(f"[tool.mluverify.tolerances] key {key!r}: unknown dtype {dtype!r}; "
+                          f"valid: {', '.join(sorted(DTYPES))}")
+    return op, dtype, mode
 
 
-def _parse_value(key: str, value: Any) -> tuple[str | None, float]:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        metric, bound = None, float(value)
-    elif isinstance(value, Mapping) and set(value) <= {"metric", "bound"} and "bound" in value:
-        metric, bound = value.get("metric"), value["bound"]
-    else:
-        raise ConfigError(
-            f"[tool.mluverify.tolerances] {key!r} = {value!r}: expected a bound (number) or "
-            "a table {metric = 'rel_mse', bound = 0.005}"
-        )
+def _parse_value(key: str, value: Any) -> Tolerance | float:
+    """A table value: a bare bound (float), or a Tolerance (metric and bound, or a policy)."""
+    where = f"[tool.mluverify.tolerances] {key!r}"
     try:
-        Tolerance(metric or "rel_mse", bound)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return Tolerance("rel_mse", value).bound
+        if isinstance(value, str):
+            return policy(value)
+        if isinstance(value, Mapping) and set(value) <= {"metric", "bound"} and "bound" in value:
+            return Tolerance(value.get("metric", "rel_mse"), value["bound"])
     except InvalidArgument as exc:
-        raise ConfigError(f"[tool.mluverify.tolerances] {key!r}: {exc}") from None
-    return metric, float(bound)
+        raise ConfigError(f"{where}: {exc}") from None
+    raise ConfigError(
+        f"{where} = {value!r}: expected a bound (number), a table {{metric = 'rel_mse', "
+        f"bound = 0.005}} or a policy name ({', '.join(sorted(POLICIES))})"
+    )
+
+
+def parse_golden_rules(entries: Mapping[str, Any], source: str = "[tool.mluverify.golden]") -> dict[str, GoldenRule]:
+    """``dtype -> {k = 2.0, floor = 1.2e-7}`` over the defaults (``GOLDEN_RULES``); a ConfigError
+    names the dtype and key that is wrong."""
+    rules = dict(GOLDEN_RULES)
+    for dtype, entry in entries.items():
+        if dtype not in DTYPES:
+            raise ConfigError(f"{source}: unknown dtype {dtype!r}; valid: {', '.join(sorted(DTYPES))}")
+        if not isinstance(entry, Mapping) or not set(entry) <= {"k", "floor"}:
+            raise ConfigError(f"{source}: {dtype} = {entry!r}: expected a table {{k = 2.0, floor = 1.2e-7}}")
+        base = rules.get(dtype, GOLDEN_RULES["float32"])
+        try:
+            rules[dtype] = GoldenRule(entry.get("k", base.k), entry.get("floor", base.floor))
+        except InvalidArgument as exc:
+            raise ConfigError(f"{source}: {dtype}: {exc}") from None
+    return rules
 
 
 def resolve_tolerance(

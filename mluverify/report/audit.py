@@ -1,20 +1,32 @@
 """Tolerance audit: across one or more runs, is each op's bound where the observed errors are?
 
-Per op x target x dtype x metric: observed quantiles of the judged metric, the bound, the
-headroom ``bound / max observed``, a recommended bound and a verdict:
+Per op x target x dtype x metric, from the *judged* cases only (status passed, failed or
+waived: an errored case, or one that did not run on the device, has no value that says
+anything about a bound): observed quantiles, the bound, the headroom ``bound / max passing
+value``, a recommended bound and a verdict (``VERDICTS``):
 
-- ``too tight``: a case failed, or headroom < ``TIGHT_HEADROOM`` (1.2): noise alone may fail it;
-- ``too loose``: headroom > ``LOOSE_HEADROOM`` (100): a real regression would still pass;
-- ``ok`` otherwise (also for bit-exact groups, whose headroom 0 / 0 is undefined).
+- ``exact``: every judged value is exactly 0: the group is exact by nature, recommend the
+  ``exact`` policy (bit-exact) rather than a bound;
+- ``failing``: cases fail the bound. The audit never loosens a bound because of a failure:
+  the recommendation comes from the passing cases, and ``admits`` lists the failing cases it
+  would let through if it is looser than the bound;
+- ``too tight``: passing headroom < ``TIGHT_HEADROOM`` (1.2): noise alone may fail it;
+- ``too loose``: passing headroom > ``LOOSE_HEADROOM`` (100): a real regression would pass;
+- ``ok`` otherwise; ``no data`` when no case was judged.
 
-The recommended bound is the maximum observed value times the safety factor, rounded *up* to
+The recommended bound is the largest passing value times the safety factor, rounded *up* to
 ``SIGNIFICANT_DIGITS`` (2) significant digits: 0.001234 x 2 = 0.002468 -> 0.0025.
+
+A failing case with a golden (float64) result is blamed on the device when the device's own
+error breaks the golden rule (``device_error > k * reference_error + floor``), and on an
+ill-conditioned reference when it does not: the CPU's float32 result is itself that far off.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
+from mluverify.compare import GOLDEN_RULES, GoldenRule
 from mluverify.report.tables import GROUP
 
 if TYPE_CHECKING:
@@ -24,47 +36,91 @@ TIGHT_HEADROOM = 1.2
 LOOSE_HEADROOM = 100.0
 SIGNIFICANT_DIGITS = 2
 DEFAULT_SAFETY_FACTOR = 2.0
-WORST_COLUMNS = GROUP + ["run_id", "case_id", "shape", "value", "bound", "passed", "seed", "reproducer"]
+VERDICTS = ("failing", "too tight", "too loose", "exact", "ok", "no data")
+JUDGED = ("passed", "failed", "waived")
+# Most failing cases named per group in ``admits``.
+ADMITS_SHOWN = 10
+WORST_COLUMNS = GROUP + ["run_id", "case_id", "status", "shape", "value", "bound", "passed", "blame",
+                         "device_error", "reference_error", "seed", "reproducer"]
+LEGEND = (f"Only judged cases (passed, failed, waived) count. exact: every value is 0, use the exact "
+          f"policy; failing: cases fail, the recommendation comes from passing cases only and admits "
+          f"lists the failures a looser bound would let through; too tight: passing headroom < "
+          f"{TIGHT_HEADROOM:g}; too loose: headroom > {LOOSE_HEADROOM:g}. Recommended bound: largest "
+          f"passing value x safety factor, rounded up to {SIGNIFICANT_DIGITS} significant digits. "
+          f"blame: a failure is the device's when its float64 error breaks the golden rule, the "
+          f"reference's (ill-conditioned) when it does not.")
 
 
 @dataclass(frozen=True)
 class Audit:
     """``groups``: one row per op x target x dtype x metric with quantiles, bound, headroom,
-    ``recommended_bound`` and ``verdict``; ``worst``: the worst inputs of each group."""
+    ``recommended_bound``, ``verdict`` and ``admits``; ``worst``: the worst inputs of each group."""
 
     groups: "pd.DataFrame"
     worst: "pd.DataFrame"
 
 
 def audit_runs(frames: Sequence["pd.DataFrame"], *, safety_factor: float = DEFAULT_SAFETY_FACTOR,
-               worst_per_group: int = 3) -> Audit:
+               worst_per_group: int = 3, golden_rules: Mapping[str, GoldenRule] | None = None) -> Audit:
     """Audit the bounds of the records of every run in ``frames`` taken together."""
     import pandas as pd
 
     records = pd.concat(list(frames), ignore_index=True)
-    return Audit(groups=group_audit(records, safety_factor), worst=worst_inputs(records, worst_per_group))
+    records = records.assign(blame=blame(records, golden_rules or GOLDEN_RULES))
+    judged = records[records["status"].isin(JUDGED)]
+    return Audit(groups=group_audit(judged, safety_factor), worst=worst_inputs(records, worst_per_group))
 
 
-def group_audit(records: "pd.DataFrame", safety_factor: float) -> "pd.DataFrame":
-    """The per-group table of ``Audit.groups``."""
+def blame(records: "pd.DataFrame", rules: Mapping[str, GoldenRule]) -> "pd.Series":
+    """Per record: ``device`` or ``reference`` for a failed case with a golden result, else ``""``."""
     import numpy as np
 
-    work = records.assign(failed=~records["passed"].fillna(False).astype(bool))
+    rule = records["dtype"].map(lambda d: rules.get(d, rules.get("float32", GOLDEN_RULES["float32"])))
+    allowed = [r.bound(ref, 1000) if ref == ref else np.nan for r, ref in zip(rule, records["reference_error"])]
+    failed = records["status"].isin(["failed", "waived"]) & records["device_error"].notna()
+    within = records["device_error"] <= np.asarray(allowed, dtype=float)
+    return np.where(failed, np.where(within, "reference", "device"), "")
+
+
+def group_audit(judged: "pd.DataFrame", safety_factor: float) -> "pd.DataFrame":
+    """The per-group table of ``Audit.groups``, from judged records only."""
+    import numpy as np
+
+    work = judged.assign(failed=~judged["passed"].fillna(False).astype(bool))
+    work = work.assign(passing_value=work["value"].where(~work["failed"]))
     groups = work.groupby(GROUP, sort=True, dropna=False)
     table = groups.agg(runs=("run_id", "nunique"), cases=("failed", "size"), failed=("failed", "sum"))
     quantiles = groups["value"].quantile([0.5, 0.9, 0.99]).unstack()
     table[["p50", "p90", "p99"]] = quantiles.to_numpy()
     table["max"] = groups["value"].max()
+    table["max_passing"] = groups["passing_value"].max()
     table["bound"] = groups["bound"].max()
     with np.errstate(divide="ignore", invalid="ignore"):
-        table["headroom"] = table["bound"] / table["max"]
-    table["recommended_bound"] = round_up(table["max"].to_numpy() * safety_factor)
+        table["headroom"] = table["bound"] / table["max_passing"]
+    table["recommended_bound"] = round_up(table["max_passing"].to_numpy() * safety_factor)
+    table["admits"] = _admitted(work, table)
+    all_zero = (table["max"] == 0) & (table["failed"] == 0)
     table["verdict"] = np.select(
-        [(table["failed"] > 0) | (table["headroom"] < TIGHT_HEADROOM), table["headroom"] > LOOSE_HEADROOM],
-        ["too tight", "too loose"],
+        [table["max_passing"].isna() & (table["failed"] == 0), table["failed"] > 0, all_zero,
+         table["headroom"] < TIGHT_HEADROOM, table["headroom"] > LOOSE_HEADROOM],
+        ["no data", "failing", "exact", "too tight", "too loose"],
         default="ok",
     )
-    return table.reset_index()
+    table["recommended_policy"] = np.where(all_zero, "exact", "")
+    verdict = table.pop("verdict")
+    return table.assign(verdict=verdict).reset_index()
+
+
+def _admitted(work: "pd.DataFrame", table: "pd.DataFrame") -> "pd.Series":
+    """Per group, the failing cases the recommended bound would admit were it adopted (only when
+    it is looser than the bound), as ``case_id (value)`` text."""
+    failing = work[work["failed"]].join(table[["recommended_bound", "bound"]].rename(
+        columns={"bound": "group_bound"}), on=GROUP)
+    admitted = failing[(failing["recommended_bound"] > failing["group_bound"])
+                       & (failing["value"] <= failing["recommended_bound"])]
+    text = admitted.assign(item=[f"{case} ({value:.3g})" for case, value in zip(admitted["case_id"], admitted["value"])])
+    listed = text.groupby(GROUP, dropna=False)["item"].agg(lambda items: ", ".join(list(items)[:ADMITS_SHOWN]))
+    return listed.reindex(table.index).fillna("")
 
 
 def round_up(values, digits: int = SIGNIFICANT_DIGITS):

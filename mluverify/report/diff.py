@@ -1,9 +1,12 @@
 """Regression diff of two runs: per-case status and per-group deltas of the judged metric.
 
-Values are compared after clamping both to the noise floor, so noise-level errors neither
-worsen nor improve: a case worsened when ``max(new, floor) > factor * max(base, floor)`` and
-improved when ``max(base, floor) > factor * max(new, floor)``. Values of different metrics are
-never compared.
+A case is *ok* when its status (``mluverify.status``) is one of ``ok_statuses`` (``passed``;
+the gate adds the statuses ``[tool.mluverify] allow`` admits). Values are compared after
+clamping both to the noise floor, so noise-level errors neither worsen nor improve: a case
+worsened when ``max(new, floor) > factor * max(base, floor)`` and improved when
+``max(base, floor) > factor * max(new, floor)``; ``grew`` says the same of every case with a
+value in both runs, failing ones included (a waived case that keeps failing must not grow
+unseen). Values of different metrics are never compared.
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mluverify.report.tables import CASE_KEY, GROUP, case_outcomes
+from mluverify.status import PASSED, STATUSES as RECORD_STATUSES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,7 +45,7 @@ class RunDiff:
 
 
 def diff_runs(base: "pd.DataFrame", new: "pd.DataFrame", *, regress_factor: float = 1.5,
-              noise_floor: float = 0.0) -> RunDiff:
+              noise_floor: float = 1e-6) -> RunDiff:
     """Compare two records frames case by case (see the module docstring for the rules)."""
     return RunDiff(
         cases=compare_cases(base, new, regress_factor=regress_factor, noise_floor=noise_floor),
@@ -50,24 +54,29 @@ def diff_runs(base: "pd.DataFrame", new: "pd.DataFrame", *, regress_factor: floa
 
 
 def compare_cases(base: "pd.DataFrame", new: "pd.DataFrame", *, regress_factor: float,
-                  noise_floor: float) -> "pd.DataFrame":
-    """One row per case of either run, with its status (one of ``STATUSES``)."""
+                  noise_floor: float, ok_statuses: tuple[str, ...] = (PASSED,)) -> "pd.DataFrame":
+    """One row per case of either run, with its status (one of ``STATUSES``), each run's record
+    status (``record_status_base`` / ``_new``) and whether its value ``grew`` by the factor."""
     import numpy as np
 
     merged = case_outcomes(base).join(case_outcomes(new), how="outer", suffixes=("_base", "_new"))
+    merged = merged.join(_record_statuses(base).rename("record_status_base"))
+    merged = merged.join(_record_statuses(new).rename("record_status_new"))
     in_base, in_new = merged["passed_base"].notna(), merged["passed_new"].notna()
-    passed_base = merged["passed_base"].fillna(False).astype(bool)
-    passed_new = merged["passed_new"].fillna(False).astype(bool)
-    comparable = in_base & in_new & passed_base & passed_new & (merged["metric_base"] == merged["metric_new"])
+    ok_base = merged["record_status_base"].isin(ok_statuses)
+    ok_new = merged["record_status_new"].isin(ok_statuses)
+    same_metric = in_base & in_new & (merged["metric_base"] == merged["metric_new"])
     floor_base = merged["value_base"].clip(lower=noise_floor)
     floor_new = merged["value_new"].clip(lower=noise_floor)
+    merged["grew"] = same_metric & (floor_new > regress_factor * floor_base)
+    comparable = same_metric & ok_base & ok_new
     conditions = [
         in_base & ~in_new,
         ~in_base & in_new,
-        passed_base & ~passed_new,
-        ~passed_base & ~passed_new,
-        ~passed_base & passed_new,
-        comparable & (floor_new > regress_factor * floor_base),
+        ok_base & ~ok_new,
+        ~ok_base & ~ok_new,
+        ~ok_base & ok_new,
+        comparable & merged["grew"],
         comparable & (floor_base > regress_factor * floor_new),
     ]
     choices = ["missing", "added", "new failure", "still failing", "fixed", "worsened", "improved"]
@@ -75,9 +84,18 @@ def compare_cases(base: "pd.DataFrame", new: "pd.DataFrame", *, regress_factor: 
     merged["ratio"] = merged["value_new"] / merged["value_base"]
     for column in ("op", "dtype", "metric"):
         merged[column] = merged[f"{column}_new"].fillna(merged[f"{column}_base"])
-    columns = ["op", "dtype", "metric", "status", "value_base", "value_new", "ratio",
-               "bound_new", "passed_base", "passed_new", "waived_new", "reason_new", "error_new"]
+    columns = ["op", "dtype", "metric", "status", "value_base", "value_new", "ratio", "grew",
+               "bound_new", "passed_base", "passed_new", "record_status_base", "record_status_new",
+               "waived_new", "reason_new", "error_new"]
     return merged[columns].reset_index()
+
+
+def _record_statuses(frame: "pd.DataFrame") -> "pd.Series":
+    """Per case (``CASE_KEY``) its most severe record status (``mluverify.status.STATUSES``)."""
+    severity = {name: rank for rank, name in enumerate(RECORD_STATUSES)}
+    ranked = frame.assign(_rank=frame["status"].map(severity).fillna(-1))
+    worst = ranked.sort_values("_rank", kind="stable").drop_duplicates(CASE_KEY)
+    return worst.set_index(CASE_KEY)["status"]
 
 
 def group_deltas(base: "pd.DataFrame", new: "pd.DataFrame") -> "pd.DataFrame":

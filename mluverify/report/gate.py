@@ -3,20 +3,28 @@
 Rules (each finding names its rule):
 
 - ``empty run``: the run holds no records; the gate never passes vacuously.
-- ``fails tolerance``: a case breaks its tolerance (or errored).
-- ``new failure``: a case that passed in the baseline fails now.
+- ``fails tolerance``: a case breaks its tolerance; ``errored``: it raised.
+- ``not_on_device`` / ``not_fused`` / ``nondeterministic``: the case did not run as it claims
+  (``mluverify.status``), unless ``[tool.mluverify] allow`` admits the status.
+- ``new failure``: a case that was ok in the baseline is not now.
 - ``worsened``: the judged metric grew by more than the regress factor (see ``diff``).
-- ``missing``: a baseline case is absent from the run.
+- ``waived but worsened``: a waived case's metric grew by more than the regress factor over
+  its baseline value: a waiver excuses a known deviation, not a growing one. Never waived.
+- ``missing``: a baseline case is absent from the run (only among the cases the run selected,
+  when the caller says which: a ``-k`` subset is not a loss).
 - ``expired waiver``: a ``[tool.mluverify.waivers]`` entry is past its ``until`` date.
 
-A case finding is waived (reported, not blocking) when its record carries the ``mlu_waiver``
-marker (``waived``) or an unexpired configured waiver's glob matches its case id.
+A case finding is waived (reported, not blocking) when its record is ``waived`` (a live marker
+or configured waiver excused it when it ran, under its ``max`` ceiling if it has one) or an
+unexpired configured waiver's glob matches its case id.
 """
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Mapping
+
+from mluverify.status import PASSED, WAIVED
 
 
 if TYPE_CHECKING:
@@ -44,17 +52,20 @@ class GateResult:
 
 
 def evaluate_gate(run: "pd.DataFrame", baseline: "pd.DataFrame | None" = None, *,
-                  regress_factor: float = 1.5, noise_floor: float = 0.0,
-                  waivers: "Mapping[str, Waiver] | None" = None, today: dt.date | None = None) -> GateResult:
+                  regress_factor: float = 1.5, noise_floor: float = 1e-6,
+                  waivers: "Mapping[str, Waiver] | None" = None, today: dt.date | None = None,
+                  allow: Collection[str] = (), selected: Collection[str] | None = None) -> GateResult:
     """Apply every gate rule to the records of ``run`` (against ``baseline`` when given);
-    ``waivers`` maps case-id globs to waivers (``mluverify.config.parse_waivers``)."""
+    ``waivers`` maps case-id globs to waivers (``mluverify.config.parse_waivers``); ``allow``:
+    statuses admitted; ``selected``: the case ids the run selected (None: all)."""
     import pandas as pd
 
     today, waivers = today or dt.date.today(), waivers or {}
     if run.empty:
         return GateResult(_frame([{"rule": "empty run", "detail": "the run holds no records: nothing was verified"}]))
-    cases = case_findings(run, baseline, regress_factor=regress_factor, noise_floor=noise_floor)
-    cases["waiver"] = waiver_reasons(cases, waivers, today)
+    cases = case_findings(run, baseline, regress_factor=regress_factor, noise_floor=noise_floor,
+                          allow=allow, selected=selected)
+    cases["waiver"] = waiver_reasons(cases, waivers, today).mask(cases["rule"] == WAIVED_BUT_WORSENED, "")
     expired = [
         {"rule": "expired waiver", "case_id": pattern,
          "detail": f"waiver expired on {w.until.isoformat()} (reason: {w.reason}); fix the cases or renew it"}
@@ -63,32 +74,43 @@ def evaluate_gate(run: "pd.DataFrame", baseline: "pd.DataFrame | None" = None, *
     return GateResult(pd.concat([cases, _frame(expired)], ignore_index=True))
 
 
+WAIVED_BUT_WORSENED = "waived but worsened"
+# Record status -> the rule a case breaks when it is not ok.
+_STATUS_RULES = {"failed": "fails tolerance", "waived": "fails tolerance", "errored": "errored",
+                 "not_on_device": "not_on_device", "not_fused": "not_fused",
+                 "nondeterministic": "nondeterministic"}
+
+
 def case_findings(run: "pd.DataFrame", baseline: "pd.DataFrame | None", *, regress_factor: float,
-                  noise_floor: float) -> "pd.DataFrame":
+                  noise_floor: float, allow: Collection[str] = (),
+                  selected: Collection[str] | None = None) -> "pd.DataFrame":
     """Findings of the per-case rules, ``waiver`` not yet filled in."""
     from mluverify.report.diff import compare_cases
 
     empty = run.iloc[:0] if baseline is None else baseline
-    cases = compare_cases(empty, run, regress_factor=regress_factor, noise_floor=noise_floor)
-    rule = cases["status"].map({
-        "new failure": "new failure",
-        "still failing": "fails tolerance",
-        "worsened": "worsened",
-        "missing": "missing",
-    })
-    failing_added = (cases["status"] == "added") & ~cases["passed_new"].astype(bool)
-    rule = rule.mask(failing_added, "fails tolerance")
+    cases = compare_cases(empty, run, regress_factor=regress_factor, noise_floor=noise_floor,
+                          ok_statuses=(PASSED, *allow))
+    if selected is not None:
+        cases = cases[(cases["status"] != "missing") | cases["case_id"].isin(set(selected))]
+    by_status = cases["record_status_new"].map(_STATUS_RULES)
+    rule = cases["status"].map({"new failure": "new failure", "worsened": "worsened", "missing": "missing"})
+    not_ok = cases["status"].isin(["still failing", "added", "new failure"]) & by_status.notna() & \
+        ~cases["record_status_new"].isin(allow)
+    rule = rule.mask(cases["status"].isin(["still failing", "added"]) & not_ok, by_status)
+    grew_waived = (cases["record_status_new"] == WAIVED) & cases["grew"].astype(bool)
+    rule = rule.mask(grew_waived, WAIVED_BUT_WORSENED)
     found = cases[rule.notna()].assign(rule=rule[rule.notna()])
     found = found.rename(columns={"value_new": "value", "value_base": "baseline_value", "bound_new": "bound"})
     found["detail"] = found.apply(_detail, axis=1, regress_factor=regress_factor) if len(found) else ""
-    found["waiver"] = found["waived_new"].fillna(False).astype(bool).map({True: "mlu_waiver marker", False: ""})
+    waived_in_run = found["record_status_new"] == WAIVED
+    found["waiver"] = waived_in_run.map({True: "waived when it ran", False: ""})
     return found[FINDING_COLUMNS]
 
 
 def _detail(row: "pd.Series", regress_factor: float) -> str:
     if row["rule"] == "missing":
         return "in the baseline but not in this run"
-    if row["rule"] == "worsened":
+    if row["rule"] in ("worsened", WAIVED_BUT_WORSENED):
         return f"{row['value']:.4g} > {regress_factor:g} x baseline {row['baseline_value']:.4g}"
     # the record's own words first: an error message, then the verdict's reason
     if row["error_new"] or row["reason_new"]:

@@ -10,16 +10,19 @@ from pathlib import Path
 def make_record(case_id: str, value: float, *, op: str = "add", target: str = "mlu:cnnl",
                 dtype: str = "float32", bound: float = 0.003, metric: str = "rel_mse",
                 passed: bool | None = None, **extra) -> dict:
-    """One record; ``passed`` defaults to ``value <= bound`` (False for a NaN value)."""
+    """One record; ``passed`` defaults to ``value <= bound`` (False for a NaN value); ``status``
+    (in ``extra``) defaults to what ``passed``, ``waived`` and ``error`` say."""
     if passed is None:
         passed = value <= bound
     headroom = bound / value if value else math.inf
+    extra.setdefault("status", "errored" if extra.get("error") else "passed" if passed
+                     else "waived" if extra.get("waived") else "failed")
     backend, _, mode = target.partition(":")
     return {"run_id": "run", "case_id": case_id, "suite": "ops", "op": op, "target": target,
             "backend": backend, "mode": mode, "dtype": dtype, "quant": "", "shape": "[8]",
             "metric": metric, "value": value, "bound": bound, "passed": passed, "headroom": headroom,
             "seed": 0, "reproducer": f"pytest '{case_id}'", "fallback_ops": "", "error": "",
-            "waived": False, **extra}
+            "waived": extra.get("status") == "waived", **extra}
 
 
 def as_frame(rows: list[dict]):

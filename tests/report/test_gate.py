@@ -67,7 +67,7 @@ def test_baseline_case_missing_from_the_run():
 def test_marker_waiver_reports_but_does_not_block():
     result = gate([make_record("t[a]", 0.004, waived=True)])
     assert result.passed
-    assert result.findings[["rule", "waiver"]].values.tolist() == [["fails tolerance", "mlu_waiver marker"]]
+    assert result.findings[["rule", "waiver"]].values.tolist() == [["fails tolerance", "waived when it ran"]]
 
 
 def test_configured_waiver_matches_case_id_globs():
@@ -113,3 +113,28 @@ def test_a_case_with_several_records_fails_if_any_fails():
     result = gate([make_record("t[a]", 0.001), make_record("t[a]", 0.005, reason="output 1: 0.005 > 0.003")])
     assert rules(result) == [("fails tolerance", "t[a]")]
     assert result.blocking["detail"].tolist() == ["output 1: 0.005 > 0.003"]
+
+
+def test_a_waived_case_that_worsens_tenfold_fails_the_gate_whatever_waives_it():
+    base = [make_record("t[int8]", 0.032, bound=0.02, waived=True)]
+    run = [make_record("t[int8]", 0.32, bound=0.02, waived=True)]  # 10 x the baseline > 1.5
+    result = gate(run, base, waivers={"t[*": Waiver("int8 on random weights", dt.date(2026, 12, 31))})
+    assert rules(result) == [("waived but worsened", "t[int8]")]
+    assert result.blocking["detail"].iloc[0] == "0.32 > 1.5 x baseline 0.032"
+    # the same deviation, not grown, stays waived
+    assert gate(base, base).passed
+
+
+@pytest.mark.parametrize("status", ["not_on_device", "not_fused", "nondeterministic"])
+def test_provenance_statuses_fail_the_gate_unless_allowed(status):
+    run = [make_record("t[a]", 0.001, status=status), make_record("t[b]", 0.001)]
+    assert rules(gate(run)) == [(status, "t[a]")]
+    assert gate(run, allow=[status]).passed
+    # a baseline case that was ok and is now not on the device is a new failure
+    assert rules(gate(run, [make_record("t[a]", 0.001), make_record("t[b]", 0.001)])) == [("new failure", "t[a]")]
+
+
+def test_only_selected_baseline_cases_can_be_missing():
+    base = [make_record("t[a]", 0.001), make_record("t[deselected]", 0.001), make_record("t[gone]", 0.001)]
+    result = gate([make_record("t[a]", 0.001)], base, selected={"t[a]", "t[gone]"})
+    assert rules(result) == [("missing", "t[gone]")]

@@ -1,0 +1,68 @@
+"""The CPU results a case is judged against: the float32 reference, and the float64 "golden"
+result that tells the device's error from the reference's own.
+
+The golden run widens every floating input, parameter and buffer to float64 (as Inductor's
+accuracy mode casts model and inputs with ``cast_to_fp64``) and runs the same callable on the
+CPU. An op without a float64 kernel makes the golden part unavailable for that case: the
+reason is returned, never raised. torch is imported only when a case runs.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from mluverify.backends import map_tensors
+
+
+@dataclass(frozen=True)
+class Golden:
+    """A float64 result, or why there is none (``output`` None, ``unavailable`` the reason)."""
+
+    output: Any = None
+    unavailable: str = ""
+
+
+def run_golden(fn: Callable, args: tuple, kwargs: Mapping[str, Any]) -> Golden:
+    """``fn(*args, **kwargs)`` on the CPU with every floating tensor (and a module's parameters
+    and buffers) in float64."""
+    import torch
+
+    def widen(t: torch.Tensor) -> torch.Tensor:
+        return t.detach().double() if t.is_floating_point() else t
+
+    try:
+        if isinstance(fn, torch.nn.Module):
+            fn = copy.deepcopy(fn).double()
+        with torch.no_grad():
+            output = fn(*map_tensors(widen, args), **map_tensors(widen, dict(kwargs)))
+    except Exception as exc:  # an op without a float64 kernel: golden part unavailable
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        return Golden(unavailable=f"no float64 result: {type(exc).__name__}: {first_line}"[:300])
+    return Golden(output=output)
+
+
+def identical(first: Any, second: Any) -> str:
+    """``""`` when two device outputs are bit-identical (equal NaNs count as equal), else where
+    they first differ and how many elements differ there."""
+    import torch
+
+    first_leaves, second_leaves = _leaves(first), _leaves(second)
+    if len(first_leaves) != len(second_leaves):
+        return f"{len(first_leaves)} vs {len(second_leaves)} output tensors"
+    for index, (a, b) in enumerate(zip(first_leaves, second_leaves)):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return f"output {index}: {tuple(a.shape)} {a.dtype} vs {tuple(b.shape)} {b.dtype}"
+        differ = a != b
+        if a.is_floating_point() or a.is_complex():
+            differ &= ~(torch.isnan(a) & torch.isnan(b))
+        count = int(differ.sum())
+        if count:
+            return f"output {index}: {count} of {a.numel()} elements differ between the two runs"
+    return ""
+
+
+def _leaves(obj: Any) -> list:
+    found: list = []
+    map_tensors(lambda t: found.append(t.detach().cpu()), obj)
+    return found

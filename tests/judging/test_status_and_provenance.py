@@ -1,0 +1,71 @@
+"""How a case ends (mluverify.status) and which ATen ops are its op under test
+(mluverify.provenance): pure decisions, checked against hand-written tables."""
+import pytest
+
+from mluverify.case import Case, Target
+from mluverify.provenance import is_op_under_test, ops_under_test_on_cpu, packet_name
+from mluverify.status import Facts, decide
+
+CNNL = Target("mlu", "cnnl")
+
+
+def case(op, aten_ops=()):
+    return Case("t", op, CNNL, aten_ops=tuple(aten_ops))
+
+
+@pytest.mark.parametrize("facts, status", [
+    (Facts(True), "passed"),
+    (Facts(False), "failed"),
+    (Facts(True, error="RuntimeError: x"), "errored"),
+    (Facts(True, ops_on_cpu=("aten::clamp.Tensor",)), "not_on_device"),
+    (Facts(True, not_fused_reason="cannot capture M: .item()"), "not_fused"),
+    (Facts(True, nondeterminism="output 0: 3 of 8 elements differ"), "nondeterministic"),
+    # the most severe wins: a CPU fallback of the op under test hides nothing about fusion
+    (Facts(False, ops_on_cpu=("aten::maximum",), not_fused_reason="x"), "not_on_device"),
+    (Facts(False, not_fused_reason="", nondeterminism="y"), "not_fused"),
+])
+def test_the_most_severe_status_applies(facts, status):
+    assert decide(facts)[0] == status
+
+
+def test_the_why_names_what_happened():
+    assert decide(Facts(True, ops_on_cpu=("aten::maximum", "aten::minimum")))[1] == \
+        "the op under test ran on the CPU: aten::maximum, aten::minimum"
+    assert decide(Facts(True, not_fused_reason="cannot capture"))[1] == \
+        "a fused target ran layer by layer: cannot capture"
+    assert decide(Facts(True)) == ("passed", "")
+
+
+@pytest.mark.parametrize("aten, packet", [
+    ("aten::_log_softmax", "log_softmax"), ("aten::clamp.Tensor", "clamp"), ("mluverify::quant_conv", "quant_conv"),
+    ("aten::special_erfcx", "erfcx"), ("aten::linalg_vector_norm", "vector_norm"),
+])
+def test_packet_name_drops_namespace_overload_and_leading_underscores(aten, packet):
+    assert packet_name(aten) == packet
+
+
+@pytest.mark.parametrize("op, aten, expected", [
+    ("clamp", "aten::clamp.Tensor", True),
+    ("maximum", "aten::maximum", True),
+    ("sum_dim", "aten::sum.dim_IntList", True),            # the name with a suffix
+    ("max_pool2d", "aten::max_pool2d_with_indices", True),  # the ATen op with a suffix
+    ("log_softmax", "aten::_log_softmax", True),
+    ("softmax", "aten::_log_softmax", False),
+    ("linear", "aten::addmm", True),                        # ALIASES
+    ("linear", "aten::relu", False),
+    ("layer_norm", "aten::native_layer_norm", True),
+    ("resnet50", "aten::convolution_overrideable", False),  # a network: provenance only
+    ("add", "aten::addmm", False),
+])
+def test_the_op_under_test_is_inferred_from_the_name(op, aten, expected):
+    assert is_op_under_test(case(op), aten) is expected
+
+
+def test_declared_aten_ops_replace_the_inference():
+    declared = case("round_decimals", aten_ops=("aten::round.decimals",))
+    assert is_op_under_test(declared, "aten::round.decimals")
+    assert not is_op_under_test(declared, "aten::round")
+    any_overload = case("my_matvec", aten_ops=("aten::addmv",))
+    assert is_op_under_test(any_overload, "aten::addmv.out") and is_op_under_test(any_overload, "aten::addmv")
+    assert ops_under_test_on_cpu(case("clamp"), ["aten::expand", "aten::clamp.Tensor", "aten::copy_"]) == \
+        ("aten::clamp.Tensor",)
