@@ -19,6 +19,7 @@ COMMANDS: tuple[str, ...] = (
     "mluverify.commands.audit",
     "mluverify.commands.baseline",
     "mluverify.commands.dump_diff",
+    "mluverify.commands.capture",
     "mluverify.commands.exec",
 )
 

@@ -21,6 +21,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "mluverify.plugins.mlu_quant",
     "mluverify.plugins.report_writers",
     "mluverify.plugins.opinfo_cases",
+    "mluverify.plugins.captured_cases",
 )
 
 

@@ -20,6 +20,7 @@ from mluverify.session import Session
 
 session_key = pytest.StashKey[Session]()
 settings_key = pytest.StashKey[Settings]()
+pytest_plugins = ["mluverify.pytest_cases"]  # --mlu-cases: captured cases as items
 
 MARKERS = (
     "mlu_op(name): the op a case verifies (default: the verified callable's name)",
