@@ -158,12 +158,15 @@ class Session:
 
     def _dump(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any],
                case: Case) -> Path:
-        """Re-run a failing case on its target under the Dumper (level 1, CPU re-run of each op)."""
+        """Re-run a failing case on its target under the Dumper (level 1, CPU re-run of each op);
+        returns the dump's path relative to the run directory (which is renamed when the run
+        ends, and may be merged with runs from other machines)."""
         from mluverify.dump import dump_case
 
         name = "".join(c if c.isalnum() or c in "-_." else "_" for c in case.case_id)[-120:]
-        return dump_case(lambda: backend.execute(fn, args, dict(kwargs), case=case), (), {},
-                         self.run_dir / "dumps" / name)
+        dumped = dump_case(lambda: backend.execute(fn, args, dict(kwargs), case=case), (), {},
+                           self.run_dir / "dumps" / name)
+        return Path(dumped).relative_to(self.run_dir)
 
     def write(self, record: dict[str, Any]) -> None:
         if self._writer is None:
