@@ -109,3 +109,27 @@ def test_erfcx(verify):
                                            "--mlu-target=mlu:cnnl")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*not_on_device: the op under test ran on the CPU: aten::special_erfcx*"])
+
+
+def test_a_model_that_cannot_be_captured_is_not_fused_on_mlu_cnml(pytester):
+    pytester.makepyfile(test_item="""
+import torch
+
+class Gate(torch.nn.Module):
+    def forward(self, x):
+        if x.sum().item() > 0:  # data-dependent control flow: no single graph
+            return torch.relu(x)
+        return -x
+
+def test_gate(verify):
+    verify(Gate(), torch.ones(8), op="gate")
+""")
+    pytester.makefile(".toml", pyproject="[tool.mluverify]\n")
+    result = pytester.runpytest_subprocess("-p", "mluverify", f"--mlu-report={pytester.path / 'run'}",
+                                           "--mlu-target=mlu:cnml", "--mlu-core-version=MLU270")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*not_fused: a fused target ran layer by layer*"])
+    record = records(pytester).iloc[0]
+    assert (record["status"], record["executed_as"], record["core_version"]) == \
+        ("not_fused", "layer-by-layer", "MLU270")
+    assert record["not_fused_reason"]
