@@ -12,15 +12,47 @@ CPU when the device has none. Three ways in:
 
 ``_jit_override_can_fuse_on_mlu(False)`` (``mluverify.device.mlu_model``) turns fusion off: the
 same calls then run layer by layer. See docs/fusion.md.
+
+Importing this package loads no compiler (capture, partitioner, group builder): the first
+fused call, ``fuse`` or ``fusion_summary`` does, so that a process running an offline model
+(``mluverify.device.offline``) never loads it.
 """
 from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from mluverify.device.fusion import dynamo as _dynamo, script as _script
 from mluverify.device.fusion.dynamo import compiled_summaries
 from mluverify.device.fusion.errors import CaptureError, DebugDirError, FusionError
-from mluverify.device.fusion.program import Fallback, GroupSummary
-from mluverify.device.fusion.runtime import CacheStats, FusedModule, FusionSummary, fuse, fusion_summary
 from mluverify.device.fusion.settings import FusionSettings, current_settings
+
+# Public names defined by the compiler's modules, imported on first access.
+_COMPILER_NAMES = {
+    "CacheStats": "runtime", "FusedModule": "runtime", "FusionSummary": "runtime",
+    "Fallback": "program", "GroupSummary": "program",
+}
+
+
+def fuse(model: Any, example_inputs: Any) -> Any:
+    """``model`` fused for ``example_inputs``: see ``mluverify.device.fusion.runtime.fuse``."""
+    from mluverify.device.fusion.runtime import fuse as fuse_now
+
+    return fuse_now(model, example_inputs)
+
+
+def fusion_summary(module: Any) -> Any:
+    """How ``module`` last ran fused: see ``mluverify.device.fusion.runtime.fusion_summary``."""
+    from mluverify.device.fusion.runtime import fusion_summary as summary_of
+
+    return summary_of(module)
+
+
+def __getattr__(name: str) -> Any:
+    module = _COMPILER_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
 
 __all__ = [
     "CacheStats", "CaptureError", "DebugDirError", "Fallback", "FusedModule", "FusionError",

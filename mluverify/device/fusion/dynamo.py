@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import sys
 import weakref
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import torch
 from torch import fx, nn
 
-from mluverify.device.fusion.runtime import FusionRuntime
+if TYPE_CHECKING:
+    from mluverify.device.fusion.runtime import FusionRuntime
 
 BACKEND_NAME = "mlu"
 # The runtimes of live compiled graphs, for ``compiled_summaries()``.
@@ -57,6 +58,8 @@ def mlu_compiler(graph_module: fx.GraphModule, example_inputs: Sequence[torch.Te
 
     def run(*args: object) -> object:
         if not runtime:
+            from mluverify.device.fusion.runtime import FusionRuntime  # the compiler, on first call
+
             state = {i: args[i] for i in positions}
             bound = _BoundState(graph_module, state, arity)
             runtime.append(FusionRuntime(bound, bound))

@@ -19,13 +19,12 @@ from mluverify.device.fusion import _device
 from mluverify.device.fusion.capture import model_name
 from mluverify.device.fusion.errors import CaptureError
 from mluverify.device.fusion.program import Fallback, FusedProgram, GroupSummary, build_program
+from mluverify.device.fusion.script import RUNTIME_ATTRIBUTE
 from mluverify.device.fusion.settings import FusionSettings, current_settings
 from mluverify.errors import MluverifyError
 
 # How a call ran (the values of ``Execution.executed_as`` a fused mode can give).
 FUSED, PARTIALLY_FUSED, LAYER_BY_LAYER = "fused", "partially fused", "layer-by-layer"
-# Where a module fused in place (a torch.jit module called on the device) keeps its runtime.
-RUNTIME_ATTRIBUTE = "_mlu_fusion_runtime"
 NO_DEVICE_KERNEL = "no device kernel"
 FUSION_DISABLED = "fusion is disabled (_jit_override_can_fuse_on_mlu(False))"
 

@@ -7,13 +7,18 @@ module's ``FusionRuntime`` (stored on the module). Other calls, and every other 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from mluverify.device.fusion import _device
-from mluverify.device.fusion.runtime import RUNTIME_ATTRIBUTE, FusionRuntime
+
+if TYPE_CHECKING:
+    from mluverify.device.fusion.runtime import FusionRuntime
+
 _PATCHED = (torch.jit.ScriptModule, torch.jit._trace.TopLevelTracedModule)
+# Where a module fused in place (a torch.jit module called on the device) keeps its runtime.
+RUNTIME_ATTRIBUTE = "_mlu_fusion_runtime"
 
 
 class _FusingMethod:
@@ -58,6 +63,8 @@ def runtime_of(module: torch.jit.ScriptModule, method: Any = None) -> FusionRunt
     """The module's fusion runtime; created (running ``method`` layer by layer) when given."""
     runtime = getattr(module, RUNTIME_ATTRIBUTE, None)
     if runtime is None and method is not None:
+        from mluverify.device.fusion.runtime import FusionRuntime  # the compiler, on first use
+
         runtime = FusionRuntime(module, method)
         setattr(module, RUNTIME_ATTRIBUTE, runtime)
     return runtime
