@@ -122,12 +122,15 @@ class CapturedCaseItem(pytest.Item):
             why = f"inputs cannot be rebuilt: {exc}"
             session.write(make_record(session.run_id, self._case(), None, Execution(None), 0.0,
                                       status=ERRORED, why=why, error=why))
-            raise
+            pytest.fail(f"{self.case.name}: {why}", pytrace=False)
 
     def runtest(self) -> None:
         from mluverify.pytest_plugin import _test_outcome, _waiver_for, session_key, settings_key
 
         __tracebackhide__ = True
+        captured = self.case
+        self.add_report_section("call", "op", f"{captured.op}({captured.arguments}), run "
+                                f"{captured.count}x by {captured.model}, first at {captured.call_site}")
         replay, settings = self.replay, self.config.stash[settings_key]
         shape = next(("x".join(map(str, t.shape)) or "scalar" for t in replay.args), "")
         case = self._case(replay.dtype, shape)
@@ -135,11 +138,5 @@ class CapturedCaseItem(pytest.Item):
             replay.fn, replay.args, {}, case, waiver=_waiver_for(self, case.case_id, settings))
         _test_outcome(outcome, case, settings)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        if isinstance(excinfo.value, RecordsError):
-            return f"{self.case.name}: inputs cannot be rebuilt: {excinfo.value}"
-        return super().repr_failure(excinfo, style=style)
-
     def reportinfo(self) -> tuple[Path, int, str]:
-        return self.path, 0, (f"{self.case.model} {self.case.op}({self.case.arguments}) "
-                                 f"from {self.case.call_site}")
+        return self.path, 0, f"{self.case.model} {self.name}"

@@ -1,11 +1,5 @@
-"""capture(): unique cases and counts of a small model, inputs kept or as recipes, backward.
-
-The small model is conv(3->4) -> relu -> conv(4->4) -> relu -> conv(4->4) -> relu -> flatten ->
-linear(256->10) on one 8x8 image, run twice under no_grad. Its aten ops follow from PyTorch's
-decompositions: ``conv2d`` is ``aten::convolution``, ``relu`` ``aten::relu``, ``flatten`` of a
-contiguous tensor ``aten::view``, ``linear`` ``aten::t`` of the weight then ``aten::addmm``.
-The two 4->4 convolutions have the same argument shapes, and so do the three relus.
-"""
+"""capture(): unique cases and counts of a small model (small_model.py: run twice under
+no_grad), inputs kept or as recipes, backward, a program that raises."""
 import math
 
 import numpy as np
@@ -18,37 +12,8 @@ import torch.nn.functional as F
 from mluverify.dump import capture, read_cases, read_replay_cases
 from mluverify.dump._cases import CASES_FILE
 
-# (op, count over two forwards, tensor arguments as (dtype, shape, stride)), first-seen order.
-EXPECTED = [
-    ("aten::convolution", 2, [("float32", [1, 3, 8, 8], [192, 64, 8, 1]),
-                              ("float32", [4, 3, 3, 3], [27, 9, 3, 1]), ("float32", [4], [1])]),
-    ("aten::relu", 6, [("float32", [1, 4, 8, 8], [256, 64, 8, 1])]),
-    ("aten::convolution", 4, [("float32", [1, 4, 8, 8], [256, 64, 8, 1]),
-                              ("float32", [4, 4, 3, 3], [36, 9, 3, 1]), ("float32", [4], [1])]),
-    ("aten::view", 2, [("float32", [1, 4, 8, 8], [256, 64, 8, 1])]),
-    ("aten::t", 2, [("float32", [10, 256], [256, 1])]),
-    ("aten::addmm", 2, [("float32", [10], [1]), ("float32", [1, 256], [256, 1]),
-                        ("float32", [256, 10], [1, 256])]),
-]
-FORWARD_LINE = "        return self.head(x.flatten(1))"
-
-
-class SmallNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.convs = nn.ModuleList([nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(4, 4, 3, padding=1),
-                                    nn.Conv2d(4, 4, 3, padding=1)])
-        self.head = nn.Linear(256, 10)
-
-    def forward(self, x):
-        for conv in self.convs:
-            x = F.relu(conv(x))
-        return self.head(x.flatten(1))
-
-
-def small_net():
-    torch.manual_seed(0)
-    return SmallNet().eval(), torch.randn(1, 3, 8, 8)
+import small_model
+from small_model import EXPECTED, FORWARD_LINE, small_net
 
 
 def captured(tmp_path, max_bytes=None, forwards=2):
@@ -82,8 +47,8 @@ def test_non_tensor_arguments_and_first_call_site(tmp_path):
                                  "transposed=False, output_padding=[0, 0], groups=1")
     assert rows[5]["arguments"] == ("self=float32[10], mat1=float32[1, 256], "
                                     "mat2=float32[256, 10] stride [1, 256]")
-    line = open(__file__).read().splitlines().index(FORWARD_LINE) + 1
-    assert rows[5]["call_site"] == f"tests/capture/test_capture.py:{line} in forward"
+    line = open(small_model.__file__).read().splitlines().index(FORWARD_LINE) + 1
+    assert rows[5]["call_site"] == f"tests/capture/small_model.py:{line} in forward"
     assert rows[3]["call_site"] == rows[5]["call_site"]  # flatten is on the same line
 
 
