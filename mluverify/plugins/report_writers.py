@@ -52,10 +52,12 @@ def link_dumps(cases: "pd.DataFrame", outdir: Path) -> "pd.DataFrame":
     """``cases`` with ``dump`` kept only where that directory exists under ``outdir``, and
     ``dump_diff`` pointing at the dump-diff page written into each (judging each dumped op by
     the case's mode, the case's own output error beside them)."""
+    cases = cases.assign(dump=cases["dump"].where([bool(d) and (outdir / d).is_dir() for d in cases["dump"]], ""))
+    if not cases["dump"].any():
+        return cases  # without dumps, not even the dump package (it loads torch) is imported
     from mluverify.dump._diff import CaseError, dump_diff, write_reports
     from mluverify.errors import MluverifyError
 
-    cases = cases.assign(dump=cases["dump"].where([bool(d) and (outdir / d).is_dir() for d in cases["dump"]], ""))
     pages = {}
     for row in cases[cases["dump"] != ""].drop_duplicates("dump").itertuples(index=False):
         try:

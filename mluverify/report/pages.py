@@ -47,7 +47,7 @@ CASE_SPEC = TableSpec(
         ("Dump", ("dump", "dump_diff")),
     ),
 )
-SUMMARY_SPEC = TableSpec(tone="worst", order=STATUSES, page=1000)
+SUMMARY_SPEC = TableSpec(tone="worst", order=STATUSES, page=200)
 FINDINGS_SPEC = TableSpec(long={"case_id": 24, "detail": 30, "waiver": 20}, tone="rule", page=20)
 
 
@@ -134,15 +134,17 @@ def diff_documents(diff: "RunDiff", base_name: str, new_name: str) -> tuple[str,
     title = f"mluverify diff: {base_name} -> {new_name}"
     markdown = markdown_page(title, [("Verdict", text + "\n"), ("Cases per status", markdown_table(pd.DataFrame([counts]))),
                                      *lists, ("Per-op deltas of the judged metric", markdown_table(diff.groups))])
-    cases = diff.cases.assign(_rank=diff.cases["status"].map(DIFF_STATUSES.index)).sort_values("_rank", kind="stable")
+    changed = diff.cases[diff.cases["status"] != "unchanged"]
+    changed = changed.assign(_rank=changed["status"].map(DIFF_STATUSES.index)).sort_values("_rank", kind="stable")
     spec = TableSpec(shown=columns, tone="status", order=DIFF_STATUSES, long={"case_id": 30})
     sections = [
-        ("Cases", html_table(cases[columns + ["bound_new", "reason_new", "error_new"]], "diff-cases", spec)),
+        ("Cases", html_paragraph(f"Every case that changed; the {counts['unchanged']} unchanged cases are only counted.")
+         + html_table(changed[columns + ["bound_new", "reason_new", "error_new"]], "diff-cases", spec)),
         ("Per-op deltas of the judged metric", html_table(diff.groups, "diff-groups")),
     ]
     if not diff.groups.empty:
         sections.insert(0, ("Plots", html_image(plots.change_png(diff.groups, base_name), "change", "change")))
-    chips = [Chip(status, n, "diff-cases") for status, n in counts.items()]
+    chips = [Chip(status, n, "diff-cases" if status != "unchanged" else "") for status, n in counts.items()]
     banner = html_banner(text, "bad" if diff.regressed else "good", chips, [f"baseline: {base_name}; new: {new_name}"])
     return markdown, html_page(title, banner, sections)
 

@@ -29,24 +29,25 @@ TONES: dict[str, str] = {
     **dict.fromkeys(("waived", "added", "unchanged", "not judged", "no data"), "muted"),
     **dict.fromkeys(("passed", "fixed", "improved", "ok", "exact", "within bound"), "good"),
 }
-# Below this magnitude (and from 10,000 up) numbers are written in scientific notation.
-_PLAIN_RANGE = (0.01, 1e4)
+# Outside this range of magnitudes numbers are written in scientific notation.
+_PLAIN_RANGE = (0.01, 1000.0)
 
 
 def format_number(value: float) -> str:
-    """A number in three significant digits, compact scientific outside 0.01..10,000:
+    """A number in three significant digits, compact scientific outside 0.01..1,000:
     ``0.00041839`` -> ``4.18e-4``, ``0.0213`` -> ``0.0213``, ``2.0`` -> ``2``, NaN -> ``""``;
     up to nine digits where three would show a fraction as a whole number (``0.99999993``)."""
-    if math.isnan(value):
+    if value != value:
         return ""
-    if math.isinf(value):
+    magnitude = abs(value)
+    if _PLAIN_RANGE[0] <= magnitude < _PLAIN_RANGE[1]:
+        text = f"{value:.3g}"
+        # never round a fraction to a whole number: a cosine of 0.99999993 is not "1"
+        return f"{value:.9g}" if "." not in text and not value.is_integer() else text
+    if magnitude == math.inf:
         return "inf" if value > 0 else "-inf"
     if value == 0:
         return "0"
-    if _PLAIN_RANGE[0] <= abs(value) < _PLAIN_RANGE[1]:
-        text = f"{value:.3g}"
-        # never round a fraction to a whole number: a cosine of 0.99999993 is not "1"
-        return f"{value:.9g}" if float(text).is_integer() and not value.is_integer() else text
     mantissa, exponent = f"{value:.2e}".split("e")
     return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
 
@@ -62,6 +63,16 @@ def format_cell(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
+
+
+def format_column(column: "pd.Series") -> list[str]:
+    """Every cell of ``column`` as ``format_cell`` writes it (one loop per column, not per cell)."""
+    values = column.tolist()
+    if column.dtype.kind == "f":
+        return [format_number(v) for v in values]
+    if column.dtype.kind in "iu":
+        return [str(v) for v in values]
+    return [format_cell(v) for v in values]
 
 
 def markdown_table(frame: "pd.DataFrame") -> str:
@@ -103,7 +114,7 @@ class TableSpec:
     links: Sequence[str] = ()
     hide: str = ""
     hide_label: str = ""
-    page: int = 500
+    page: int = 100
     order: Sequence[str] = ()
 
 
@@ -127,7 +138,7 @@ def html_table(frame: "pd.DataFrame", table_id: str, spec: TableSpec = TableSpec
         "hide": columns.index(spec.hide) if spec.hide in columns else -1,
         "hideLabel": spec.hide_label,
         "page": spec.page,
-        "rows": [[format_cell(v) for v in row] for row in frame.itertuples(index=False)],
+        "rows": [list(row) for row in zip(*(format_column(frame[c]) for c in frame.columns))] if len(frame) else [],
     }
     payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
     return (f'<div class="mv-table" id="{html.escape(table_id)}">'

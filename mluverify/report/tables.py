@@ -12,17 +12,17 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Mapping
 
+# Every record status, most severe first: the order reports list cases in.
+from mluverify.status import STATUSES
+
 if TYPE_CHECKING:
     import pandas as pd
 
 GROUP = ["op", "target", "dtype", "metric"]
 # A case is one comparison of one test on one target; pytest node ids are unique per test.
 CASE_KEY = ["case_id", "target"]
-# Every record status, in the order reports list them: what needs a look first.
-STATUSES = ("errored", "failed", "nondeterministic", "not_on_device", "not_fused", "waived", "passed")
-# Statuses that break the run, and those whose value was not judged as a device result.
+# Statuses whose value says the device got it wrong (or could not run it).
 FAILING = ("errored", "failed")
-NOT_JUDGED = ("nondeterministic", "not_on_device", "not_fused")
 WORST_COLUMNS = [
     "status", "case_id", "op", "target", "dtype", "shape", "metric", "value", "bound", "headroom",
     "reason", "error", "seed", "reproducer",
@@ -105,7 +105,7 @@ def failures_first(frame: "pd.DataFrame") -> "pd.DataFrame":
 
 
 def worst_cases(frame: "pd.DataFrame", n: int = 20) -> "pd.DataFrame":
-    """The ``n`` worst comparisons: in ``STATUSES`` order (errored, failed, ...), then the
+    """The ``n`` worst comparisons: in ``STATUSES`` order (most severe first), then the
     smallest headroom."""
     return failures_first(frame).head(n)[WORST_COLUMNS].reset_index(drop=True)
 

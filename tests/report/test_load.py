@@ -7,7 +7,7 @@ import pytest
 from mluverify.errors import RecordsError
 from mluverify.report import loading
 from mluverify.report.loading import load
-from mluverify.report.records import COLUMNS, ShardWriter, merge, to_table
+from mluverify.report.records import COLUMNS, ShardWriter, merge, run_metadata, to_table, write_metadata
 
 from report_records import make_record, write_run
 
@@ -102,6 +102,7 @@ def test_version1_records_get_a_status_from_passed_waived_and_error(tmp_path):
 
 
 def test_empty_run_loads_as_an_empty_frame(tmp_path):
+    write_metadata(tmp_path, run_metadata("empty"))  # a run that recorded nothing
     merge(tmp_path)
     frame = load(tmp_path)
     assert frame.empty and list(frame.columns) == list(COLUMNS)
