@@ -29,3 +29,7 @@ def valid_choice(what: str, value: object, valid: "list[str] | tuple[str, ...] |
     """Build the error for a value that is not one of ``valid``, listing the valid ones."""
     listed = ", ".join(repr(v) for v in sorted(valid))
     return InvalidArgument(f"unknown {what} {value!r}; valid: {listed}")
+
+
+class BackendError(MluverifyError):
+    """A back end could not run a case (e.g. its compiler failed); names the case and the cause."""

@@ -30,6 +30,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "mlu_heavy: a heavy case (full-size network); runs with --mlu-heavy")
+    config.pluginmanager.import_plugin("mluverify.plugins.compiled_selection")  # compiled targets' selection
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

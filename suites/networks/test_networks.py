@@ -1,73 +1,35 @@
-"""Whole networks in the precisions of the seeds: the MNIST quickstart ``Net`` (001), the fused
-chapter's ``TestModel`` (000), torchvision ResNet50 and VGG19 (random seeded weights) and an
-LSTM model. Float32 / float16 on every target; int8 weights with float32 activations and int16
-weights with float16 activations on the fused target (the seeds' mixed precisions, plus the two
-they say work the same way). Full-size ResNet50 / VGG19 cases are ``mlu_heavy``."""
+"""Whole networks in the precisions of the seeds and of today's models (random seeded weights):
+the MNIST quickstart ``Net`` (seed 001), the fused chapter's ``TestModel`` (seed 000), an LSTM
+model, torchvision ResNet50 and VGG19, a GPT-style decoder, a BERT-style encoder, torchvision
+ViT-B/16 and MobileNetV3.
+
+Float32 / float16 on every target, bfloat16 on the targets whose device computes in it
+(``BFLOAT16_TARGETS``); int8 weights with float32 activations and int16 weights with float16
+activations on the fused target (the seeds' mixed precisions, plus the two they say work the
+same way). Image networks run on small inputs by default; full-size inputs and the costly
+precisions of the big networks are ``mlu_heavy`` (``--mlu-heavy``).
+"""
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple
 
 import pytest
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+from network_models import BertEncoder, GptDecoder, LstmModel, Net, TestModel
 
 SEED = 0
+VOCAB = 512  # of the GPT and BERT models
+# Targets whose device computes in bfloat16 (the emulated MLU has no bfloat16 kernels).
+BFLOAT16_TARGETS = ("cpu:inductor", "cpu64:eager", "cuda:eager", "cuda:tf32", "cuda:inductor")
 
 
-class Net(nn.Module):
-    """The MNIST quickstart network of seed 001."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, 1)
-        self.conv2 = nn.Conv2d(32, 64, 3, 1)
-        self.dropout1 = nn.Dropout2d(0.25)
-        self.dropout2 = nn.Dropout2d(0.5)
-        self.fc1 = nn.Linear(9216, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.max_pool2d(F.relu(self.conv2(F.relu(self.conv1(x)))), 2)
-        x = torch.flatten(self.dropout1(x), 1)
-        x = self.fc2(self.dropout2(F.relu(self.fc1(x))))
-        return F.log_softmax(x, dim=1)
-
-
-class TestModel(nn.Module):
-    """The fused-inference example network of seed 000."""
-
-    __test__ = False  # not a pytest test class
-
-    def __init__(self, in_channels: int) -> None:
-        super().__init__()
-        conv1 = nn.Conv2d(in_channels, 16, 3, 1, 0, 1, 1, bias=False)
-        self.block1 = nn.Sequential(conv1, nn.BatchNorm2d(16, affine=False), nn.ReLU(inplace=False))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.block1(x)
-        z = y + y
-        return torch.transpose(F.max_pool2d(z, 2, stride=None), 0, 3)
-
-
-class LstmModel(nn.Module):
-    """A sequence classifier: a 2-layer LSTM and a linear head on the last step."""
-
-    def __init__(self, features: int = 32, hidden: int = 64, classes: int = 10) -> None:
-        super().__init__()
-        self.lstm = nn.LSTM(features, hidden, num_layers=2, batch_first=True)
-        self.head = nn.Linear(hidden, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out, _ = self.lstm(x)
-        return self.head(out[:, -1])
-
-
-def _torchvision(name: str) -> Callable[[], nn.Module]:
+def _torchvision(name: str, **kwargs) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         import torchvision
 
-        return getattr(torchvision.models, name)(weights=None)
+        return getattr(torchvision.models, name)(weights=None, **kwargs)
 
     return build
 
@@ -80,20 +42,31 @@ class Network(NamedTuple):
     make_input: Callable[..., torch.Tensor] = torch.rand  # images in [0, 1); sequences get torch.randn
 
 
+_tokens = functools.partial(torch.randint, 0, VOCAB)
+_FLOAT32 = (("float32", ""),)
+
 NETWORKS = (
     Network("mnist_net", Net, (2, 1, 28, 28)),
     Network("test_model", lambda: TestModel(in_channels=3), (1, 3, 224, 224)),
     Network("lstm_model", LstmModel, (2, 12, 32), make_input=torch.randn),
-    Network("resnet50_small", _torchvision("resnet50"), (1, 3, 64, 64), default=(("float32", ""), ("float32", "int8"))),
-    Network("vgg19_small", _torchvision("vgg19"), (1, 3, 32, 32), default=(("float32", ""),)),
+    Network("gpt_decoder", GptDecoder, (2, 16), make_input=_tokens),
+    Network("bert_encoder", BertEncoder, (2, 16), make_input=_tokens),
+    Network("resnet50_small", _torchvision("resnet50"), (1, 3, 64, 64), default=(*_FLOAT32, ("float32", "int8"))),
+    Network("vgg19_small", _torchvision("vgg19"), (1, 3, 32, 32), default=_FLOAT32),
+    Network("vit_b_16_small", _torchvision("vit_b_16", image_size=32), (1, 3, 32, 32), default=_FLOAT32),
+    Network("mobilenet_v3_large_small", _torchvision("mobilenet_v3_large"), (1, 3, 64, 64),
+            default=(*_FLOAT32, ("float16", ""), ("float32", "int8"))),
     Network("resnet50", _torchvision("resnet50"), (1, 3, 224, 224), default=()),
     Network("vgg19", _torchvision("vgg19"), (1, 3, 224, 224), default=()),
+    Network("vit_b_16", _torchvision("vit_b_16"), (1, 3, 224, 224), default=()),
+    Network("mobilenet_v3_large", _torchvision("mobilenet_v3_large"), (1, 3, 224, 224), default=()),
 )
 
 # (dtype of activations, quantized weights): the seeds' float32, float16, int8_float32,
 # int16_float16, and float16_int8 / float32_int16 which they say work the same way.
 FLOAT_PRECISIONS = (("float32", ""), ("float16", ""))
 QUANT_PRECISIONS = (("float32", "int8"), ("float16", "int16"), ("float16", "int8"), ("float32", "int16"))
+BFLOAT16 = (("bfloat16", ""),)
 
 
 def _params(precisions: tuple[tuple[str, str], ...]) -> list:
@@ -124,16 +97,26 @@ def _model_and_input(net: Network) -> tuple[nn.Module, torch.Tensor]:
     return model, net.make_input(net.input_shape)
 
 
+def _verify_network(verify, net: Network, dtype: str, quant: str) -> None:
+    model, x = _model_and_input(net)
+    verify(model, x, op=net.name, dtype=dtype, quant=quant, seed=SEED)
+
+
 @pytest.mark.filterwarnings("ignore:dropout2d:UserWarning")  # the seed's Net applies Dropout2d to 2-D input
 @pytest.mark.parametrize("net, dtype, quant", _params(FLOAT_PRECISIONS))
 def test_network(verify, net: Network, dtype: str, quant: str) -> None:
-    model, x = _model_and_input(net)
-    verify(model, x, op=net.name, dtype=dtype, seed=SEED)
+    _verify_network(verify, net, dtype, quant)
+
+
+@pytest.mark.filterwarnings("ignore:dropout2d:UserWarning")
+@pytest.mark.mlu_targets(*BFLOAT16_TARGETS)
+@pytest.mark.parametrize("net, dtype, quant", _params(BFLOAT16))
+def test_bfloat16_network(verify, net: Network, dtype: str, quant: str) -> None:
+    _verify_network(verify, net, dtype, quant)
 
 
 @pytest.mark.filterwarnings("ignore:dropout2d:UserWarning")
 @pytest.mark.mlu_targets("mlu:cnml")
 @pytest.mark.parametrize("net, dtype, quant", _params(QUANT_PRECISIONS))
 def test_quantized_network(verify, net: Network, dtype: str, quant: str) -> None:
-    model, x = _model_and_input(net)
-    verify(model, x, op=net.name, dtype=dtype, quant=quant, seed=SEED)
+    _verify_network(verify, net, dtype, quant)

@@ -1,0 +1,100 @@
+"""A pytest plugin (registered by ``suites/conftest.py``): what the suites run on compiled
+targets, where every distinct graph costs a compile (seconds to a minute when Inductor's caches
+are cold).
+
+On a target whose mode is in ``COMPILED_MODES`` (``cpu:inductor``, ``cuda:inductor``):
+
+- the op suites run one drawn case per op x dtype (x the test's other parameters): their
+  hypothesis tests draw ``EXAMPLES`` examples instead of the profile's six, hypothesis's simplest
+  one (a one-element tensor, which it always tries first) and one drawn case (a hypothesis profile
+  derived from the active one, loaded when every requested target is compiled and no
+  ``--hypothesis-profile`` was given: hypothesis settings are per process, so a run mixing
+  compiled and other targets draws the usual number of examples everywhere);
+- the OpInfo suite runs the first sample of each OpInfo entry (the others are deselected);
+- the networks run as on any target;
+- known compiler deviations are waived from ``reports/inductor/waivers.toml`` (case-id glob ->
+  ``reason``, ``until``; each with a minimal reproducer script beside it), as ``mlu_waiver`` marks.
+
+The suites themselves are not duplicated: this plugin only selects and marks their items.
+"""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mluverify.case import Target
+from mluverify.config import matches_case_id
+
+COMPILED_MODES = ("inductor",)
+WAIVERS_FILE = Path("reports") / "inductor" / "waivers.toml"  # relative to the rootdir
+COMPILED_PROFILE = "mluverify-compiled"
+# Hypothesis always tries the simplest example first (a one-element tensor: the scalar tail of
+# Inductor's loops); the second is a drawn case that reaches its vectorised loops.
+EXAMPLES = 2
+
+
+def is_compiled(target: Target | str) -> bool:
+    """Whether ``target`` (``backend:mode``) compiles each case."""
+    return (Target.parse(target) if isinstance(target, str) else target).mode in COMPILED_MODES
+
+
+def _target_of(item: pytest.Item) -> Target | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("mlu_target") if callspec is not None else None
+
+
+def pytest_collection(session: pytest.Session) -> None:
+    """Before the test modules are imported (hypothesis binds the default settings then):
+    ``EXAMPLES`` examples per hypothesis test when every requested target is compiled."""
+    from hypothesis import settings
+
+    from mluverify.pytest_plugin import settings_key
+
+    config = session.config
+    requested = config.getoption("mlu_target") or list(config.stash[settings_key].targets)
+    if config.getoption("hypothesis_profile", None) is None and requested and all(map(is_compiled, requested)):
+        settings.register_profile(COMPILED_PROFILE, settings(settings.default, max_examples=EXAMPLES))
+        settings.load_profile(COMPILED_PROFILE)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    compiled = [item for item in items if _target_of(item) is not None and is_compiled(_target_of(item))]
+    repeated = _later_opinfo_samples(compiled)
+    if repeated:
+        items[:] = [item for item in items if item not in repeated]
+        config.hook.pytest_deselected(items=list(repeated))
+    waivers = load_waivers(config.rootpath / WAIVERS_FILE)
+    for item in compiled:
+        if item in repeated:
+            continue
+        for pattern, waiver in waivers.items():
+            if matches_case_id(pattern, item.nodeid):
+                item.add_marker(pytest.mark.mlu_waiver(waiver["reason"], waiver["until"]))
+                break
+
+
+def _later_opinfo_samples(items: list[pytest.Item]) -> set[pytest.Item]:
+    """OpInfo items (a ``case`` parameter with an ``op``) after the first of their entry and target."""
+    seen: set[tuple[str, str]] = set()
+    later = set()
+    for item in items:
+        case = item.callspec.params.get("case")
+        if getattr(case, "op", None) is None:
+            continue
+        key = (str(_target_of(item)), case.op)
+        if key in seen:
+            later.add(item)
+        seen.add(key)
+    return later
+
+
+def load_waivers(path: Path) -> dict[str, Any]:
+    """``case-id glob -> {reason, until}`` from a waivers file (``[waivers."<glob>"]``); none when
+    the file is absent."""
+    if not path.is_file():
+        return {}
+    with path.open("rb") as f:
+        return tomllib.load(f).get("waivers", {})
