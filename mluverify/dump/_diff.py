@@ -242,7 +242,7 @@ def to_html(diff: DumpDiff) -> str:
     counts = table["judged"].value_counts()
     chips = [Chip(label, int(counts.get(label, 0)), "ops") for label in JUDGED]
     tone = {"blamed": "bad", "unexplained": "bad", "clean": "good"}[diff.verdict]
-    spec = TableSpec(tone="judged", order=JUDGED, long={"inputs": 24, "cpu_error": 16}, hide="hidden",
+    spec = TableSpec(shown=SHOWN_COLUMNS, tone="judged", order=JUDGED, long={"inputs": 24}, hide="hidden",
                      hide_label=f"show the harness's copies and device moves ({int(table['hidden'].sum())})",
                      page=1000)
     facts = [("dump", diff.dump_dir), ("mode", diff.mode), ("judged by", f"{diff.metric} <= {diff.bound:g}"),
@@ -258,6 +258,9 @@ def to_html(diff: DumpDiff) -> str:
 
 
 JUDGED = ("breaks bound", "within bound", "not judged")
+# The page's op table (the CSV has every column).
+SHOWN_COLUMNS = ("seq", "path", "op", "judged", "inputs", "own_rel_mse", "inherited_rel_mse", "total_rel_mse",
+                 "bound", "nan_mismatch", "own_max_abs", "own_max_rel", "own_cosine", "cpu_error")
 
 
 def write_reports(diff: DumpDiff, outdir: str | os.PathLike[str], all_ops: bool = False) -> list[Path]:
