@@ -7,7 +7,7 @@ are forwarded to mluverify's own plugin manager.
 """
 from __future__ import annotations
 
-import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,7 +16,10 @@ import pytest
 from mluverify.case import Case, Target
 from mluverify.config import Settings, Waiver, load_settings, make_waiver, matches_case_id
 from mluverify.errors import MluverifyError
-from mluverify.session import Session
+from mluverify.pytest_run import PytestRun, is_worker, report_dir
+from mluverify.reproducer import add_options as add_reproducer_options, reproducer_command
+from mluverify.session import Checks, Session
+from mluverify.status import PASSED
 
 session_key = pytest.StashKey[Session]()
 settings_key = pytest.StashKey[Settings]()
@@ -25,8 +28,11 @@ pytest_plugins = ["mluverify.pytest_cases"]  # --mlu-cases: captured cases as it
 MARKERS = (
     "mlu_op(name): the op a case verifies (default: the verified callable's name)",
     "mlu_tolerance(bound, metric='rel_mse'): this test's tolerance; overrides hook, config and policy",
-    "mlu_waiver(reason, until): a known deviation; failures are recorded as waived until the date YYYY-MM-DD",
+    "mlu_waiver(reason, until, max=None): a known deviation; failures are recorded as waived until the "
+    "date YYYY-MM-DD (a judged value above max fails the gate)",
     "mlu_targets(*targets): run this test only on these targets ('backend:mode')",
+    "mlu_golden(enabled=True): judge this test's cases against a float64 CPU result as well "
+    "(records device_error and reference_error; needed by the golden policy)",
 )
 
 
@@ -44,17 +50,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="metric values below V are noise for the regression rule")
     group.addoption("--mlu-dump", choices=("off", "fail"), default="off",
                     help="'fail': dump every failing case (level 1, CPU re-run) into the report dir")
-
-
-def _is_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
+    group.addoption("--mlu-golden", nargs="?", const="all", default="marked", choices=("all", "marked", "off"),
+                    help="float64 golden reference: 'all' cases (the default of a bare --mlu-golden), only "
+                         "those 'marked' mlu_golden (default), or 'off'")
+    group.addoption("--mlu-core-version", action="append", default=None, metavar="VERSION",
+                    help="device variant to run each target on (repeatable; the MLU's core versions "
+                         "MLU270, MLU370); default: [tool.mluverify] core_versions")
+    group.addoption("--mlu-determinism-share", type=float, default=None, metavar="SHARE",
+                    help="share of cases (0 to 1) run twice on the device to check determinism "
+                         "(default: [tool.mluverify] determinism_share)")
+    add_reproducer_options(group)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
     try:
-        settings = load_settings(config.rootpath / "pyproject.toml")
+        settings = _with_options(load_settings(config.rootpath / "pyproject.toml"), config)
         session = _new_session(config, settings)
         for target in _requested_targets(config, settings):
             session.resolve(target)
@@ -63,51 +75,57 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[settings_key] = settings
     config.stash[session_key] = session
     config.pluginmanager.register(_PluginForwarder(session), "mluverify-forwarder")
+    _register_run(config, session, settings)
+
+
+def _register_run(config: pytest.Config, session: Session, settings: Settings) -> None:
+    """The run's report directory and reproducers (``mluverify.pytest_run``), in pytest and in
+    mluverify's plugin manager (it observes records)."""
+    from mluverify.plugin_manager import register
+    from mluverify.report.rundir import RunDirectory
+
+    run = PytestRun(config, session, RunDirectory(report_dir(config, settings)))
+    config.pluginmanager.register(run, "mluverify-run")
+    register(session.pm, run)
+
+
+def _with_options(settings: Settings, config: pytest.Config) -> Settings:
+    """``settings`` with the ``--mlu-*`` options that override ``[tool.mluverify]`` keys applied
+    (validated by the same rules)."""
+    from mluverify.config import parse_settings
+
+    overrides = {"core_versions": config.getoption("mlu_core_version"),
+                 "determinism_share": config.getoption("mlu_determinism_share"),
+                 "regress_factor": config.getoption("mlu_regress_factor"),
+                 "noise_floor": config.getoption("mlu_noise_floor")}
+    given = {key: value for key, value in overrides.items() if value is not None}
+    if not given:
+        return settings
+    checked = parse_settings(given, source="command line")
+    return replace(settings, **{key: getattr(checked, key) for key in given})
 
 
 def _new_session(config: pytest.Config, settings: Settings) -> Session:
     from mluverify.plugin_manager import get_plugin_manager, register
+    from mluverify.report.rundir import RunDirectory
 
     # The process-wide manager: the emulated device takes its kernels from it too.
     pm = get_plugin_manager()
     for plugin in _mluverify_plugins(config.pluginmanager.get_plugins()):
         register(pm, plugin)
-    run_dir = Path(config.getoption("mlu_report") or config.rootpath / settings.report_dir)
-    if _is_worker(config):
-        return Session(pm, settings, run_dir, run_id=config.workerinput["mluverify_run_id"],
-                       worker=config.workerinput["workerid"],
-                       dump_failures=config.getoption("mlu_dump") == "fail")
-    session = Session(pm, settings, _prepare_run_dir(run_dir),
-                      dump_failures=config.getoption("mlu_dump") == "fail")
-    from mluverify.report.records import run_metadata, write_metadata
-
-    write_metadata(run_dir, run_metadata(session.run_id))
-    return session
+    dump_failures = config.getoption("mlu_dump") == "fail"
+    if is_worker(config):
+        return Session(pm, settings, Path(config.workerinput["mluverify_run_dir"]),
+                       run_id=config.workerinput["mluverify_run_id"], worker=config.workerinput["workerid"],
+                       dump_failures=dump_failures)
+    # Records go to the staging directory, claimed before the first test (mluverify.pytest_run).
+    return Session(pm, settings, RunDirectory(report_dir(config, settings)).staging, dump_failures=dump_failures)
 
 
 def _mluverify_plugins(plugins) -> list[Any]:
     import mluverify
 
     return [p for p in plugins if p is not mluverify and any(n.startswith("mluverify_") for n in dir(p))]
-
-
-def _prepare_run_dir(run_dir: Path) -> Path:
-    """Empty a previous run's directory (only one that holds a run), or make a new one."""
-    from mluverify.errors import RecordsError
-    from mluverify.report.records import META_FILE
-
-    if run_dir.exists() and any(run_dir.iterdir()):
-        if not (run_dir / META_FILE).exists():
-            raise RecordsError(f"report directory {run_dir} is not empty and holds no mluverify run "
-                               f"({META_FILE}); pass an empty or new --mlu-report directory")
-        shutil.rmtree(run_dir)
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / ".write-test").touch()
-        (run_dir / ".write-test").unlink()
-    except OSError as exc:
-        raise RecordsError(f"report directory {run_dir} is not writable: {exc.strerror}") from None
-    return run_dir
 
 
 class _PluginForwarder:
@@ -124,12 +142,6 @@ class _PluginForwarder:
             register(self.session.pm, plugin)
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """pytest-xdist: every worker records under the controller's run id."""
-    node.workerinput["mluverify_run_id"] = node.config.stash[session_key].run_id
-
-
 def _requested_targets(config: pytest.Config, settings: Settings) -> list[str]:
     return config.getoption("mlu_target") or list(settings.targets)
 
@@ -138,34 +150,58 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "mlu_target" not in metafunc.fixturenames:
         return
     session = metafunc.config.stash[session_key]
+    settings = metafunc.config.stash[settings_key]
     marker = metafunc.definition.get_closest_marker("mlu_targets")
-    requested = _requested_targets(metafunc.config, metafunc.config.stash[settings_key])
+    requested = _requested_targets(metafunc.config, settings)
     if marker is not None:
         requested = [t for t in requested if t in marker.args]
-    params = []
-    for text in requested:
-        target, backend = session.resolve(text)
-        reason = backend.unavailable_reason()
-        marks = [pytest.mark.skip(reason=f"target {target} unavailable: {reason}")] if reason else []
-        params.append(pytest.param(target, id=str(target), marks=marks))
+    params = [param for text in requested for param in _target_params(session, text, settings.core_versions)]
     if not params:
-        params = [pytest.param(None, id="no-target",
+        params = [pytest.param(None, "", id="no-target",
                                marks=pytest.mark.skip(reason=f"none of the requested targets {requested} "
                                                              f"is in mlu_targets{marker.args}"))]
-    metafunc.parametrize("mlu_target", params)
+    if "mlu_core_version" in metafunc.fixturenames:
+        metafunc.parametrize(("mlu_target", "mlu_core_version"), params)
+    else:
+        metafunc.parametrize("mlu_target", [pytest.param(p.values[0], id=p.id, marks=p.marks) for p in params])
+
+
+def _target_params(session: Session, text: str, core_versions: tuple[str, ...]) -> list:
+    """One param ``(target, core version)`` per device variant the target runs on: its back
+    end's variants among ``core_versions``, or ``""`` for a back end without variants."""
+    target, backend = session.resolve(text)
+    reason = backend.unavailable_reason()
+    marks = [pytest.mark.skip(reason=f"target {target} unavailable: {reason}")] if reason else []
+    variants = backend.variants_for(core_versions)
+    if not variants:
+        return [pytest.param(target, "", id=str(target), marks=marks)]
+    return [pytest.param(target, v, id=f"{target}-{v}", marks=marks) for v in variants]
 
 
 @pytest.fixture
-def verify(request: pytest.FixtureRequest, mlu_target: Target) -> Callable[..., Any]:
+def mlu_core_version() -> str:
+    """The device variant (the MLU's core version) a case runs on; ``""`` for back ends without
+    variants. Parametrized together with ``mlu_target``."""
+    return ""
+
+
+@pytest.fixture
+def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version: str) -> Callable[..., Any]:
     """``verify(fn, *args, op=None, dtype="float32", quant="", tolerance=None, seed=None,
-    reproducer="", **kwargs)``: run ``fn`` on this test's target and on the CPU, judge by the
-    target mode's tolerance, record, and fail the test (or xfail it under a live waiver)."""
+    reproducer="", aten_ops=(), golden=None, expect_non_finite=False, **kwargs)``: run ``fn``
+    on this test's target and on the CPU, judge by the target mode's tolerance, record, and
+    fail the test unless the case passed (xfail under a live waiver; ``[tool.mluverify] allow``
+    / ``skip`` decide for the provenance statuses). ``aten_ops``: the ATen ops of the op under
+    test (default inferred from ``op``); ``golden``: judge against float64 too (default: the
+    ``mlu_golden`` marker or ``--mlu-golden``)."""
     session = request.config.stash[session_key]
+    settings = request.config.stash[settings_key]
     item = request.node
     calls = iter(range(1, 1 << 30))
 
     def run(fn: Callable, *args: Any, op: str | None = None, dtype: str = "float32", quant: str = "",
             tolerance: float | None = None, seed: int | None = None, reproducer: str = "",
+            aten_ops: tuple[str, ...] = (), golden: bool | None = None, expect_non_finite: bool = False,
             **kwargs: Any):
         __tracebackhide__ = True
         call = next(calls)
@@ -173,28 +209,52 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target) -> Callable[..., 
             case_id=item.nodeid if call == 1 else f"{item.nodeid}#{call}",
             op=op or _marker_arg(item, "mlu_op") or _callable_name(fn),
             target=mlu_target, suite=_suite_of(item), dtype=dtype, quant=quant,
-            shape=_shape_of(args), seed=seed, reproducer=reproducer or f"pytest '{item.nodeid}'",
+            shape=_shape_of(args), seed=seed,
+            reproducer=reproducer or reproducer_command(request.config, item.nodeid, mlu_target,
+                                                        mlu_core_version, report_dir(request.config, settings)),
+            core_version=mlu_core_version, aten_ops=tuple(aten_ops),
         )
-        waiver = _waiver_for(item, case.case_id, request.config.stash[settings_key])
+        waiver = _waiver_for(item, case.case_id, settings)
+        checks = Checks(golden=_golden_on(request.config, item) if golden is None else golden,
+                        expect_non_finite=expect_non_finite)
         outcome = session.verify(fn, args, kwargs, case, tolerance=_tolerance_of(item, tolerance),
-                                 waiver=waiver)
-        return _judge_outcome(outcome, case)
+                                 waiver=waiver, checks=checks)
+        return _test_outcome(outcome, case, settings)
 
     return run
 
 
-def _judge_outcome(outcome, case: Case):
+def _golden_on(config: pytest.Config, item: pytest.Item) -> bool:
+    """``--mlu-golden=all|off`` decides for every case; ``marked`` (the default) follows the
+    ``mlu_golden`` marker."""
+    choice = config.getoption("mlu_golden")
+    if choice != "marked":
+        return choice == "all"
+    marker = item.get_closest_marker("mlu_golden")
+    return marker is not None and bool(marker.args[0] if marker.args else marker.kwargs.get("enabled", True))
+
+
+def _test_outcome(outcome, case: Case, settings: Settings):
+    """A case's status as the test's outcome: return the verdict, or skip / xfail / fail with
+    the reason."""
     __tracebackhide__ = True
     verdict = outcome.verdict
-    if verdict.passed:
+    if outcome.status == PASSED or outcome.status in settings.allow:
         return verdict
-    what = f"{case.op} on {case.target} ({case.dtype}{', ' + case.quant if case.quant else ''})"
+    variant = f"/{case.core_version}" if case.core_version else ""
+    what = f"{case.op} on {case.target}{variant} ({case.dtype}{', ' + case.quant if case.quant else ''})"
     if outcome.waived:
-        pytest.xfail(f"waived until {outcome.waiver.until}: {outcome.waiver.reason} [{verdict.reason}]")
+        pytest.xfail(f"waived until {outcome.waiver.until}: {outcome.waiver.reason} [{outcome.why}]")
+    if outcome.status in settings.skip:
+        pytest.skip(f"{outcome.status}: {what}: {outcome.why}")
     if outcome.waiver is not None:
         pytest.fail(f"waiver expired on {outcome.waiver.until} ({outcome.waiver.reason}); "
                     f"{what}: {verdict.message}", pytrace=False)
-    pytest.fail(f"{what}: {verdict.message}", pytrace=False)
+    if verdict.passed:  # the value is right, the device did not compute it as claimed
+        pytest.fail(f"{what}: {outcome.status}: {outcome.why}\n(value within bound: {verdict.reason})",
+                    pytrace=False)
+    headline = f"{outcome.status}: {outcome.why}\n" if outcome.why else ""
+    pytest.fail(f"{what}: {headline}{verdict.message}", pytrace=False)
 
 
 def _marker_arg(item: pytest.Item, name: str) -> Any:
@@ -217,8 +277,9 @@ def _tolerance_of(item: pytest.Item, explicit: float | None):
 def _waiver_for(item: pytest.Item, case_id: str, settings: Settings) -> Waiver | None:
     marker = item.get_closest_marker("mlu_waiver")
     if marker is not None:
-        fields = dict(zip(("reason", "until"), marker.args), **marker.kwargs)
-        return make_waiver(fields.get("reason"), fields.get("until"), where=f"mlu_waiver on {item.nodeid}")
+        fields = dict(zip(("reason", "until", "max"), marker.args), **marker.kwargs)
+        return make_waiver(fields.get("reason"), fields.get("until"), fields.get("max"),
+                           where=f"mlu_waiver on {item.nodeid}")
     for pattern, waiver in settings.waivers.items():
         if matches_case_id(pattern, case_id):
             return waiver
@@ -240,37 +301,3 @@ def _shape_of(args: tuple) -> str:
         if shape is not None:
             return "x".join(map(str, shape)) or "scalar"
     return ""
-
-
-def _line_writer(terminal: Any) -> Callable[[str], None]:
-    if terminal is None:
-        return print
-
-    terminal.write_line("")  # off the progress line (xdist's reporter does not track it)
-    return terminal.write_line
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    config = session.config
-    mlu_session = config.stash.get(session_key, None)
-    if mlu_session is None:
-        return
-    mlu_session.close()
-    if _is_worker(config):
-        return
-    from mluverify.report import finish_run
-
-    settings = config.stash[settings_key]
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
-    status = finish_run(
-        mlu_session.run_dir,
-        pm=mlu_session.pm,
-        baseline=Path(config.getoption("mlu_baseline")) if config.getoption("mlu_baseline") else None,
-        gate=config.getoption("mlu_gate"),
-        regress_factor=config.getoption("mlu_regress_factor") or settings.regress_factor,
-        noise_floor=config.getoption("mlu_noise_floor") or settings.noise_floor,
-        waivers=settings.waivers,
-        terminal_write=_line_writer(terminal),
-    )
-    if status and session.exitstatus == 0:
-        session.exitstatus = status

@@ -2,7 +2,8 @@
 
 Copies the run's ``records.parquet`` (and ``summary.md`` / ``summary.csv``, for reviewing the
 change in a pull request) into the baseline directory. The run is loaded first, so a missing,
-corrupt or empty run never replaces a good baseline; each file is replaced atomically.
+corrupt or empty run never replaces a good baseline; nor does a run with failing cases or an
+interrupted one, unless ``--allow-failures`` says so. Each file is replaced atomically.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
                         help=f"run directory to take (default: {DEFAULT_FROM})")
     update.add_argument("--to", dest="target", type=Path, default=DEFAULT_TO,
                         help=f"baseline directory (default: {DEFAULT_TO})")
+    update.add_argument("--allow-failures", action="store_true",
+                        help="take a run with failing cases (or an interrupted run) all the same")
     update.set_defaults(func=update_baseline)
 
 
@@ -37,13 +40,37 @@ def update_baseline(args: argparse.Namespace) -> int:
     frame = load(args.source)
     if frame.empty:
         raise RecordsError(f"{args.source} holds no records; an empty run cannot become the baseline")
+    failing = _failing_cases(frame)
+    if not args.allow_failures:
+        _refuse_failing(args.source, failing)
     args.target.mkdir(parents=True, exist_ok=True)
     for name in COPIED:
         if (args.source / name).exists():
             _replace(args.source / name, args.target / name)
-    failed = int((~frame["passed"].fillna(False).astype(bool)).sum())
-    print(f"baseline {args.target} updated from {args.source}: {len(frame)} records, {failed} failing")
+    print(f"baseline {args.target} updated from {args.source}: {len(frame)} records, {len(failing)} failing")
     return 0
+
+
+def _failing_cases(frame):
+    """Records whose status is neither passed, waived nor allowed by ``[tool.mluverify] allow``."""
+    from mluverify.config import load_settings
+
+    accepted = {"passed", "waived", *load_settings(Path("pyproject.toml")).allow}
+    return frame[~frame["status"].isin(accepted)]
+
+
+def _refuse_failing(source: Path, failing) -> None:
+    """A baseline is what the gate accepts: a run with failing cases or an interrupted run is
+    refused."""
+    from mluverify.errors import RecordsError
+    from mluverify.report.records import read_metadata
+
+    if read_metadata(source).get("interrupted"):
+        raise RecordsError(f"{source} is an interrupted run; finish a full run, or pass --allow-failures")
+    if len(failing):
+        examples = ", ".join(f"{row.case_id} ({row.status})" for row in failing.head(3).itertuples())
+        raise RecordsError(f"{source} has {len(failing)} failing case(s), e.g. {examples}; fix them, or "
+                           f"pass --allow-failures to make them the baseline all the same")
 
 
 def _replace(source: Path, target: Path) -> None:

@@ -16,10 +16,12 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     parser.add_argument("base", type=Path, metavar="BASE", help="baseline run directory or records.parquet")
     parser.add_argument("new", type=Path, metavar="NEW", help="new run directory or records.parquet")
     parser.add_argument("--out", type=Path, help="where to write diff.md and diff.html (default: NEW's directory)")
-    parser.add_argument("--regress-factor", type=float, default=1.5,
-                        help="a case worsened when its judged metric grew by more than this factor (default 1.5)")
-    parser.add_argument("--noise-floor", type=float, default=0.0,
-                        help="values below this are compared as if equal to it (default 0)")
+    parser.add_argument("--regress-factor", type=float, default=None,
+                        help="a case worsened when its judged metric grew by more than this factor "
+                             "(default: [tool.mluverify] regress_factor)")
+    parser.add_argument("--noise-floor", type=float, default=None,
+                        help="values below this are compared as if equal to it "
+                             "(default: [tool.mluverify] noise_floor)")
     parser.set_defaults(func=run)
 
 
@@ -29,11 +31,20 @@ def run(args: argparse.Namespace) -> int:
     from mluverify.report.pages import diff_documents, diff_text
     from mluverify.report.session import write_files
 
-    result = diff_runs(load(args.base), load(args.new), regress_factor=args.regress_factor,
-                       noise_floor=args.noise_floor)
+    from mluverify.config import load_settings
+
+    settings = load_settings(Path("pyproject.toml"))
+    result = diff_runs(load(args.base), load(args.new),
+                       regress_factor=_given_or(args.regress_factor, settings.regress_factor),
+                       noise_floor=_given_or(args.noise_floor, settings.noise_floor))
     markdown, page = diff_documents(result, str(args.base), str(args.new))
     out = args.out or (args.new if args.new.is_dir() else args.new.parent)
     paths = write_files(out, {"diff.md": markdown, "diff.html": page})
     print(f"mluverify diff: {'REGRESSED' if result.regressed else 'no regression'}; {diff_text(result)}")
     print(f"full page: {paths[1]} (also {paths[0]})")
     return 1 if result.regressed else 0
+
+
+def _given_or(value: float | None, default: float) -> float:
+    """An option's value when given (0 included), else the setting."""
+    return default if value is None else value

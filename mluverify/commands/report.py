@@ -1,27 +1,70 @@
-"""``mluverify report RUN_DIR``: (re)write a run's reports; ``--merge`` only merges the shards
-an interrupted run left behind into records.parquet."""
+"""``mluverify report RUN``: merge a run's shards (an interrupted run leaves some) and (re)write
+its reports. ``mluverify report --merge RUN... --out DIR``: merge the runs several machines made
+of one suite (CI slices) into the run DIR — refusing overlapping case ids and runs of different
+versions — and report it; ``--baseline`` / ``--gate`` gate the merged run.
+
+Regress factor, noise floor, waivers and allowed statuses come from ``[tool.mluverify]``.
+"""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from mluverify.errors import InvalidArgument
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("report", help="merge a run's shards and write its reports",
+    parser = subparsers.add_parser("report", help="merge runs or a run's shards and write the reports",
                                    description=__doc__)
-    parser.add_argument("run_dir", type=Path, help="run directory (e.g. reports/latest)")
-    parser.add_argument("--merge", action="store_true", help="only merge shards into records.parquet")
+    parser.add_argument("runs", type=Path, nargs="+", metavar="RUN", help="run directory (e.g. reports/latest)")
+    parser.add_argument("--merge", action="store_true",
+                        help="merge the RUNs into the run --out (one RUN without --out: its shards, in place)")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="the merged run's directory (built beside it, then swapped in; the previous "
+                             "one is kept as DIR.prev)")
+    parser.add_argument("--baseline", type=Path, default=None, metavar="DIR", help="baseline run to diff against")
+    parser.add_argument("--gate", action="store_true", help="exit 1 when the gate fails")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from mluverify.report.records import merge
+    if len(args.runs) > 1 and not args.merge:
+        raise InvalidArgument(f"{len(args.runs)} runs given: pass --merge --out DIR to merge them, or one run")
+    if args.merge and (args.out is not None or len(args.runs) > 1):
+        if args.out is None:
+            raise InvalidArgument("--merge with several runs needs --out DIR, the merged run's directory")
+        return _merge_into(args.runs, args.out, args)
+    from mluverify.report.records import check_run_dir
 
-    if args.merge:
-        print(f"merged into {merge(args.run_dir)}")
-        return 0
+    return _finish(check_run_dir(args.runs[0]), args)
+
+
+def _merge_into(sources: list[Path], out: Path, args: argparse.Namespace) -> int:
+    """Build the merged run beside ``out`` and swap it in, as a pytest run would."""
+    from mluverify.report.records import merge_runs
+    from mluverify.report.rundir import RunDirectory
+
+    directory = RunDirectory(out)
+    if out.resolve() in {source.resolve() for source in sources}:
+        raise InvalidArgument(f"--out {out} is one of the runs to merge; merge into a new directory")
+    staging = directory.claim()
+    try:
+        merge_runs(sources, staging)
+        print(f"mluverify: merged {len(sources)} runs into {out}")
+        return _finish(staging, args, publish=directory.publish)
+    except BaseException:
+        directory.discard()
+        raise
+    finally:
+        directory.release()
+
+
+def _finish(run_dir: Path, args: argparse.Namespace, publish=None) -> int:
+    from mluverify.config import load_settings
     from mluverify.plugin_manager import get_plugin_manager
     from mluverify.report import finish_run
+    from mluverify.report.records import read_selected
 
-    return finish_run(args.run_dir, pm=get_plugin_manager(), baseline=None, gate=False,
-                      regress_factor=1.5, noise_floor=0.0, waivers={}, terminal_write=print)
+    return finish_run(run_dir, pm=get_plugin_manager(), settings=load_settings(Path("pyproject.toml")),
+                      baseline=args.baseline, gate=args.gate, terminal_write=print,
+                      selected=read_selected(run_dir), publish=publish)

@@ -1,7 +1,9 @@
 """``mluverify run``: the verification suites under pytest with the mluverify plugin.
 
-The same as ``pytest -p mluverify suites/ -n auto --mlu-report reports/latest``; extra
-arguments after ``--`` go to pytest unchanged.
+The same as ``pytest -p mluverify [PATH...] -n auto --mlu-report DIR``: without paths, pytest's
+own choice (the project's ``testpaths``, else the current directory). JUnit XML is written into
+the report directory with the run. Extra arguments after ``--`` go to pytest unchanged; the
+exit code is pytest's.
 """
 from __future__ import annotations
 
@@ -10,12 +12,14 @@ import os
 from pathlib import Path
 
 from mluverify.config import load_settings
+from mluverify.errors import InvalidArgument
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("run", help="run the verification suites, write the report",
                                    description=__doc__)
-    parser.add_argument("paths", nargs="*", default=["suites"], help="suite paths (default: suites)")
+    parser.add_argument("paths", nargs="*", default=[],
+                        help="test paths or node ids (default: the project's testpaths)")
     parser.add_argument("--target", action="append", default=[], metavar="BACKEND:MODE",
                         help="target (repeatable); default: [tool.mluverify] targets")
     parser.add_argument("--report", default=None, metavar="DIR",
@@ -27,13 +31,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def pytest_arguments(args: argparse.Namespace) -> list[str]:
     """The pytest command line ``mluverify run`` stands for."""
+    from mluverify.report.rundir import RunDirectory
+
+    _check_paths(args.paths)
     argv = ["-p", "mluverify", *args.paths]
     argv += [f"--mlu-target={target}" for target in args.target]
-    report = args.report or load_settings(Path("pyproject.toml")).report_dir
-    argv += [f"--mlu-report={report}", f"--junitxml={report}/junit.xml"]
+    report = Path(args.report or load_settings(Path("pyproject.toml")).report_dir)
+    # Written into the run while it is being built, so it is swapped in with the run.
+    argv += [f"--mlu-report={report}", f"--junitxml={RunDirectory(report).staging / 'junit.xml'}"]
     if str(args.workers) != "0":
         argv += ["-n", str(os.cpu_count() if args.workers == "auto" else args.workers)]
     return argv + list(getattr(args, "passthrough", []))
+
+
+def _check_paths(paths: list[str]) -> None:
+    """Refuse missing test paths before pytest starts (exit 2, like every usage error here)."""
+    from mluverify.pytest_run import missing_paths
+
+    missing = missing_paths(paths, Path.cwd())
+    if missing:
+        raise InvalidArgument(f"test path(s) not found: {', '.join(missing)} (from {Path.cwd()})")
 
 
 def run(args: argparse.Namespace) -> int:

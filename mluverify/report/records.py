@@ -3,7 +3,8 @@
 A run directory holds ``shards/records-<worker>-<pid>.jsonl`` while it runs (one line per record,
 flushed as it is made, so a crash or an interrupt keeps every record already written) and
 ``records.parquet`` once merged. Merging is atomic (write to a temporary file, then rename) and
-can be repeated on an interrupted run: ``mluverify report --merge DIR``.
+can be repeated on an interrupted run: ``mluverify report --merge DIR``. ``merge_runs`` joins the
+runs that several machines made of one suite (``mluverify report --merge RUN... --out DIR``).
 """
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import io
 import json
 import os
 import platform
+import shlex
 import socket
 import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
@@ -79,10 +82,12 @@ PROVENANCE_COLUMNS = ("device_impl", "core_version", "core_number", "compile_s",
 SHARD_DIR = "shards"
 RECORDS_FILE = "records.parquet"
 META_FILE = "run.json"
+SELECTED_FILE = "selected.txt"
 
 
 def run_metadata(run_id: str) -> dict[str, Any]:
-    """Versions, host, start time and git revision of a run (stored beside its records)."""
+    """Versions, host, command line, start time and git revision of a run (stored beside its
+    records)."""
     from mluverify import __version__
 
     return {
@@ -90,8 +95,11 @@ def run_metadata(run_id: str) -> dict[str, Any]:
         "run_id": run_id,
         "mluverify_version": __version__,
         "torch_version": _torch_version(),
+        "python_version": platform.python_version(),
         "host": socket.gethostname(),
         "platform": platform.platform(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "command": shlex.join(sys.argv),
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "git_revision": _git_revision(),
     }
@@ -197,29 +205,70 @@ def merge(run_dir: Path) -> Path:
     the new file is in place, then removed, so an interrupted merge can simply be run again.
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise RecordsError(f"run directory {run_dir} does not exist")
+    run_dir = check_run_dir(run_dir)
     shards = sorted((run_dir / SHARD_DIR).glob("records-*.jsonl"))
-    target = run_dir / RECORDS_FILE
-    table = read_shards(run_dir)
-    if target.exists():
-        table = pa.concat_tables([pq.read_table(target).replace_schema_metadata(None), table])
-    tmp = target.with_suffix(f".tmp-{os.getpid()}")
-    pq.write_table(with_metadata(table, read_metadata(run_dir)), tmp)
-    os.replace(tmp, target)
+    table = pa.concat_tables([*_merged_records(run_dir), read_shards(run_dir)])
+    target = write_records(run_dir, table, read_metadata(run_dir))
     for shard in shards:
         shard.unlink()
     return target
 
 
+def check_run_dir(run_dir: Path) -> Path:
+    """``run_dir`` if it is a mluverify run directory (run metadata, records or shards), else a
+    RecordsError saying what it is."""
+    run_dir = Path(run_dir)
+    if not run_dir.exists():
+        raise RecordsError(f"run directory {run_dir} does not exist")
+    if not run_dir.is_dir():
+        raise RecordsError(f"{run_dir} is not a run directory (a run is a directory holding {META_FILE} "
+                           f"and {RECORDS_FILE})")
+    if not any((run_dir / name).exists() for name in (META_FILE, RECORDS_FILE, SHARD_DIR)):
+        raise RecordsError(f"{run_dir} is not a mluverify run directory: it holds no {META_FILE}, "
+                           f"{RECORDS_FILE} or {SHARD_DIR}/")
+    return run_dir
+
+
+def _merged_records(run_dir: Path) -> list:
+    """The records already merged into ``run_dir`` (none or one table, current schema, no
+    metadata); a truncated or foreign file is a RecordsError naming it."""
+    from mluverify.report.loading import migrate, read_table
+
+    path = Path(run_dir) / RECORDS_FILE
+    if not path.exists():
+        return []
+    table = migrate(read_table(path), path)
+    return [table.select(list(COLUMNS)).cast(arrow_schema()).replace_schema_metadata(None)]
+
+
+def write_records(run_dir: Path, table, metadata: dict[str, Any]) -> Path:
+    """Write ``table`` as the run's ``records.parquet`` atomically (a temporary file, then a
+    rename); a failure (e.g. a full disk) leaves the previous file and names the culprit."""
+    import pyarrow.parquet as pq
+
+    target = Path(run_dir) / RECORDS_FILE
+    tmp = target.with_suffix(f".tmp-{os.getpid()}")
+    try:
+        pq.write_table(with_metadata(table, metadata), tmp)
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise RecordsError(f"cannot write {target}: {exc.strerror or exc}; nothing already written "
+                           f"was changed") from None
+    return target
+
+
 def write_metadata(run_dir: Path, metadata: dict[str, Any]) -> None:
+    """Write ``run.json`` atomically; a failure names the file."""
     path = Path(run_dir) / META_FILE
     tmp = path.with_suffix(f".tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(metadata, indent=2), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(metadata, indent=2), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise RecordsError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def read_metadata(run_dir: Path) -> dict[str, Any]:
@@ -230,3 +279,102 @@ def read_metadata(run_dir: Path) -> dict[str, Any]:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise RecordsError(f"run metadata {path} is corrupt: {exc}") from None
+
+
+def write_selected(run_dir: Path, test_ids: Iterable[str]) -> None:
+    """Keep the ids of the tests the run selected (after -k, -m, deselection and slicing), so
+    the gate counts a baseline case as missing only when its test was selected."""
+    path = Path(run_dir) / SELECTED_FILE
+    try:
+        path.write_text("".join(f"{test_id}\n" for test_id in test_ids), encoding="utf-8")
+    except OSError as exc:
+        raise RecordsError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def read_selected(run_dir: Path) -> list[str] | None:
+    """The selected test ids of a run, or None when it did not keep them (every case counts)."""
+    path = Path(run_dir) / SELECTED_FILE
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else None
+
+
+# Slices of one run must come from the same software: records of different versions are not
+# one run.
+MERGE_SAME_KEYS = ("mluverify_version", "torch_version", "git_revision")
+
+
+def merge_runs(sources: Iterable[Path], into: Path) -> Path:
+    """Merge run directories (e.g. the slices CI ran on several machines) into the run directory
+    ``into``: their records (merged or still in shards), metadata naming each source, and the
+    union of their selected tests. The sources are only read.
+
+    Refuses (RecordsError) runs of different versions (``MERGE_SAME_KEYS``) and a case id found
+    in more than one run, naming them.
+    """
+    import pyarrow as pa
+
+    runs = [check_run_dir(source) for source in sources]
+    metadata = [read_metadata(run) for run in runs]
+    _check_same_versions(runs, metadata)
+    tables = [pa.concat_tables([*_merged_records(run), read_shards(run)]) for run in runs]
+    _check_disjoint(runs, tables)
+    merged_metadata = _merged_metadata(runs, metadata)
+    write_metadata(into, merged_metadata)
+    selected = _merged_selection([read_selected(run) for run in runs], metadata)
+    if selected is not None:
+        write_selected(into, selected)
+    return write_records(into, pa.concat_tables(tables), merged_metadata)
+
+
+def _merged_selection(selections: list[list[str] | None], metadata: list[dict[str, Any]]) -> list[str] | None:
+    """The tests a merged run selected, or None when it covers the whole suite (a part that
+    left none out, or slices whose union is every test collected)."""
+    if any(ids is None for ids in selections):
+        return None
+    union = sorted({test_id for ids in selections for test_id in ids})
+    collected = {meta.get("tests_collected") for meta in metadata}
+    return None if collected == {len(union)} else union
+
+
+def _check_same_versions(runs: list[Path], metadata: list[dict[str, Any]]) -> None:
+    for key in MERGE_SAME_KEYS:
+        values = {meta.get(key, "") for meta in metadata}
+        if len(values) > 1:
+            listed = ", ".join(f"{run}: {meta.get(key, '') or '(unknown)'}" for run, meta in zip(runs, metadata))
+            raise RecordsError(f"cannot merge runs of different {key} ({listed}); merge only slices of "
+                               f"one run, made from the same revision and environment")
+
+
+def _check_disjoint(runs: list[Path], tables: list) -> None:
+    """Each case belongs to one slice: a case id in two runs means overlapping slices (or a
+    run given twice)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    uniques = [pc.unique(table["case_id"]) for table in tables]
+    counts = pc.value_counts(pa.concat_arrays(uniques)) if uniques else None
+    duplicated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+    if len(duplicated) == 0:
+        return
+    example = duplicated[0].as_py()
+    holders = [str(run) for run, ids in zip(runs, uniques) if pc.any(pc.equal(ids, example)).as_py()]
+    raise RecordsError(f"cannot merge: {len(duplicated)} case id(s) are in more than one run, e.g. "
+                       f"{example!r} in {' and '.join(holders)}; the runs overlap (or one was given twice)")
+
+
+def _merged_metadata(runs: list[Path], metadata: list[dict[str, Any]]) -> dict[str, Any]:
+    """The merged run's metadata: the shared versions, a new run id, the earliest start, and
+    where each part came from."""
+    import uuid
+
+    first = {key: value for key, value in metadata[0].items() if key not in ("finished", "baseline")}
+    starts = [meta["started"] for meta in metadata if meta.get("started")]
+    return {
+        **first,
+        "schema_version": SCHEMA_VERSION,
+        "run_id": uuid.uuid4().hex[:12],
+        "host": ", ".join(sorted({meta.get("host", "") for meta in metadata} - {""})),
+        "command": shlex.join(sys.argv),
+        "started": min(starts) if starts else first.get("started", ""),
+        "merged_from": [{"run_dir": str(run), "run_id": meta.get("run_id", ""), "host": meta.get("host", "")}
+                        for run, meta in zip(runs, metadata)],
+    }

@@ -1,16 +1,17 @@
-"""End of a run: merge, load, write every report through the hook, apply the gate."""
+"""End of a run: merge, load, write every report through the hook, apply the gate, publish."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Collection, Mapping
 
-from mluverify.errors import MluverifyError, RecordsError
+from mluverify.errors import RecordsError
 
 if TYPE_CHECKING:
     import pandas as pd
     import pluggy
-    from mluverify.config import Waiver
+    from mluverify.config import Settings
 
+    from mluverify.report.diff import RunDiff
     from mluverify.report.gate import GateResult
 
 GATE_FILE = "gate.md"
@@ -18,93 +19,141 @@ GATE_FILE = "gate.md"
 PRINTED_FINDINGS = 50
 
 
-def write_reports(run_dir: Path, pm: "pluggy.PluginManager | None" = None) -> "pd.DataFrame":
-    """Load the records of ``run_dir`` and call ``mluverify_report`` to write every report output
-    into it; returns the records frame."""
+def write_reports(run_dir: Path, pm: "pluggy.PluginManager | None" = None, *, frame: "pd.DataFrame | None" = None,
+                  gate: "GateResult | None" = None, diff: "RunDiff | None" = None) -> "pd.DataFrame":
+    """Call ``mluverify_report`` to write every report output of ``run_dir`` into it (its
+    records loaded unless ``frame`` is given; ``gate`` / ``diff`` when made); returns the frame."""
     from mluverify.plugin_manager import call_hook, get_plugin_manager
     from mluverify.report.loading import load
 
-    frame = load(run_dir)
-    call_hook(pm or get_plugin_manager(), "mluverify_report", frame=frame, outdir=Path(run_dir))
+    frame = load(run_dir) if frame is None else frame
+    call_hook(pm or get_plugin_manager(), "mluverify_report", frame=frame, outdir=Path(run_dir), gate=gate, diff=diff)
     return frame
 
 
-def finish_run(run_dir: Path, *, pm: "pluggy.PluginManager", baseline: Path | None, gate: bool,
-               regress_factor: float, noise_floor: float, waivers: "Mapping[str, Waiver]",
-               terminal_write: Callable[[str], None]) -> int:
+def finish_run(run_dir: Path, *, pm: "pluggy.PluginManager", settings: "Settings", baseline: Path | None,
+               gate: bool, terminal_write: Callable[[str], None], selected: "Collection[str] | None" = None,
+               publish: "Callable[[], Path] | None" = None) -> int:
     """Merge the shards of ``run_dir``, write its reports (and a diff against ``baseline``), and
-    when ``gate`` is set apply the gate, printing why it failed.
+    when ``gate`` is set apply the gate (``selected``: the tests the run selected), printing why
+    it failed. ``settings`` gives the regress factor, noise floor, waivers and allowed statuses.
 
-    Returns the exit status to force: 0 when fine, 1 when the gate failed or the reports could
-    not be made (the error is printed; shards stay in place for ``mluverify report --merge``).
+    Every file is written before ``publish`` (the run-directory swap) is called; the lines
+    printed after it name the published directory. Returns the exit status to force: 0, or 1
+    when the gate failed. Raises RecordsError naming the culprit when the records cannot be
+    merged or a report cannot be written (the shards stay in place).
     """
+    run_dir = Path(run_dir)
     try:
-        frame = _merge_and_report(Path(run_dir), pm)
-        base = _load_baseline(baseline, frame, Path(run_dir), regress_factor, noise_floor)
-        terminal_write(_run_line(frame, Path(run_dir)))
-        if not gate:
-            return 0
-        result = _gate(frame, base, regress_factor, noise_floor, waivers)
-    except (MluverifyError, OSError) as exc:  # OSError: e.g. the run directory cannot be created
-        terminal_write(f"mluverify: reports failed: {exc}")
-        return 1
-    return _print_gate(result, Path(run_dir), terminal_write)
+        frame = _merge_and_load(run_dir)
+        base, diff = _load_baseline(baseline, frame, run_dir, settings)
+        result = _gate(frame, base, settings, selected) if gate else None
+        _stamp_finished(run_dir, baseline)
+        write_reports(run_dir, pm, frame=frame, gate=result, diff=diff)
+        if result is not None:
+            _write_gate(result, run_dir)
+    except OSError as exc:  # a report writer's own file (a full disk, a read-only directory)
+        raise RecordsError(f"cannot write the reports of {run_dir}: {exc}") from None
+    shown = publish() if publish is not None else run_dir
+    status = 0 if result is None else _print_gate(result, shown, terminal_write)
+    terminal_write(_run_line(frame, result, shown))
+    return status
 
 
-def _merge_and_report(run_dir: Path, pm: "pluggy.PluginManager") -> "pd.DataFrame":
+def finish_empty_run(report_dir: Path, *, gate: bool, terminal_write: Callable[[str], None]) -> int:
+    """A run that recorded no comparison leaves ``report_dir`` as it was; when gated it fails
+    (the gate never passes vacuously). Returns the exit status to force."""
+    terminal_write(f"mluverify: no comparison was recorded; {report_dir} was left as it was")
+    if not gate:
+        return 0
+    terminal_write("mluverify gate: FAILED (empty run: the run recorded no comparison, nothing was verified)")
+    return 1
+
+
+def _merge_and_load(run_dir: Path) -> "pd.DataFrame":
+    from mluverify.report.loading import load
     from mluverify.report.records import merge
 
-    # A session that collected nothing wrote no shard; it still gets (empty) records, so the
-    # gate can say so instead of failing on a missing directory.
-    run_dir.mkdir(parents=True, exist_ok=True)
     merge(run_dir)
-    return write_reports(run_dir, pm)
+    return load(run_dir)
+
+
+def _stamp_finished(run_dir: Path, baseline: Path | None) -> None:
+    """Record in run.json when the run finished (once: a later ``mluverify report`` keeps it)
+    and the baseline it was compared with; a directory without run metadata is left without."""
+    from datetime import datetime, timezone
+
+    from mluverify.report.records import read_metadata, write_metadata
+
+    metadata = read_metadata(run_dir)
+    if not metadata:
+        return
+    metadata.setdefault("finished", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    if baseline is not None:
+        metadata["baseline"] = str(baseline)
+    write_metadata(run_dir, metadata)
 
 
 def _load_baseline(baseline: Path | None, frame: "pd.DataFrame", run_dir: Path,
-                   regress_factor: float, noise_floor: float) -> "pd.DataFrame | None":
-    """The baseline's records (None without one), with diff.md / diff.html written into the run."""
+                   settings: "Settings") -> "tuple[pd.DataFrame | None, RunDiff | None]":
+    """The baseline's records and the diff against them (None, None without a baseline), with
+    diff.md / diff.html written into the run."""
     if baseline is None:
-        return None
+        return None, None
     from mluverify.report.diff import diff_runs
     from mluverify.report.loading import load
     from mluverify.report.pages import diff_documents
 
     base = load(baseline)
-    result = diff_runs(base, frame, regress_factor=regress_factor, noise_floor=noise_floor)
+    result = diff_runs(base, frame, regress_factor=settings.regress_factor, noise_floor=settings.noise_floor)
     markdown, page = diff_documents(result, str(baseline), str(run_dir))
     write_files(run_dir, {"diff.md": markdown, "diff.html": page})
-    return base
+    return base, result
 
 
-def _gate(frame: "pd.DataFrame", base: "pd.DataFrame | None", regress_factor: float,
-          noise_floor: float, waivers: "Mapping[str, Waiver]") -> "GateResult":
+def _gate(frame: "pd.DataFrame", base: "pd.DataFrame | None", settings: "Settings",
+          selected: "Collection[str] | None") -> "GateResult":
     from mluverify.report.gate import evaluate_gate
 
-    return evaluate_gate(frame, base, regress_factor=regress_factor, noise_floor=noise_floor,
-                         waivers=waivers)
+    return evaluate_gate(frame, base, regress_factor=settings.regress_factor, noise_floor=settings.noise_floor,
+                         waivers=settings.waivers, allow=settings.allow, selected=selected)
 
 
-def _run_line(frame: "pd.DataFrame", run_dir: Path) -> str:
-    passed = frame["passed"].fillna(False).astype(bool)
-    waived = frame["waived"].fillna(False).astype(bool)
-    return (f"mluverify: {len(frame)} records, {int((~passed & ~waived).sum())} failed, "
-            f"{int((~passed & waived).sum())} waived; report: {run_dir / 'report.html'}")
+def _run_line(frame: "pd.DataFrame", gate: "GateResult | None", run_dir: Path) -> str:
+    """The one-line verdict every run ends with (see ``pages.verdict_line``)."""
+    from mluverify.report.pages import verdict_line
+    from mluverify.report.tables import totals
+
+    return verdict_line(totals(frame), gate, str(run_dir / "report.html"))
+
+
+def _write_gate(result: "GateResult", run_dir: Path) -> None:
+    """The gate's verdict and every finding (blocking first) in ``gate.md``."""
+    from mluverify.report.pages import gate_table
+
+    findings = _sorted_findings(result)
+    full = gate_table(findings) if len(findings) else ""
+    write_files(run_dir, {GATE_FILE: f"# mluverify gate: {_gate_verdict(result)}\n\n{full}"})
 
 
 def _print_gate(result: "GateResult", run_dir: Path, terminal_write: Callable[[str], None]) -> int:
     """Print the gate's verdict and why-table (blocking findings first, cut at
-    ``PRINTED_FINDINGS``), keep the full table in ``gate.md``; return the exit status."""
+    ``PRINTED_FINDINGS``; the full table is in ``gate.md``); return the exit status."""
     from mluverify.report.pages import gate_table
 
-    findings = result.findings.sort_values("waiver", kind="stable")  # "" (blocking) sorts first
-    verdict = "passed" if result.passed else f"FAILED ({len(result.blocking)} blocking findings)"
-    full = gate_table(findings) if len(findings) else ""
-    write_files(run_dir, {GATE_FILE: f"# mluverify gate: {verdict}\n\n{full}"})
-    terminal_write(f"mluverify gate: {verdict}")
+    findings = _sorted_findings(result)
+    terminal_write(f"mluverify gate: {_gate_verdict(result)}")
     if len(findings):
         terminal_write(gate_table(findings, PRINTED_FINDINGS) + f"(full table: {run_dir / GATE_FILE})")
     return 0 if result.passed else 1
+
+
+def _sorted_findings(result: "GateResult") -> "pd.DataFrame":
+    return result.findings.sort_values("waiver", kind="stable")  # "" (blocking) sorts first
+
+
+def _gate_verdict(result: "GateResult") -> str:
+    return "passed" if result.passed else f"FAILED ({len(result.blocking)} blocking findings)"
 
 
 def write_files(outdir: Path, files: Mapping[str, str]) -> list[Path]:

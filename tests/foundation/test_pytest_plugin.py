@@ -149,7 +149,7 @@ def test_unwritable_or_foreign_report_dirs_are_refused_at_start(pytester):
     assert (foreign / "notes.txt").read_text() == "keep me"
 
 
-def test_an_interrupted_runs_shards_merge_later(pytester):
+def test_a_killed_runs_records_stay_beside_the_run_and_merge_later(pytester):
     pytester.makepyfile(test_crash=ADD_SUITE.format(count=3) + """
 def test_zz_crash():
     import os
@@ -157,11 +157,11 @@ def test_zz_crash():
 """)
     result = run(pytester, "--mlu-target=cpu64:eager", "-p", "no:randomly")
     assert result.ret == 3
-    run_dir = pytester.path / "run"
-    assert not (run_dir / "records.parquet").exists()
-    merged = pytester.run(sys.executable, "-m", "mluverify.cli", "report", "--merge", str(run_dir))
+    assert not (pytester.path / "run").exists()  # never replaced by a run that did not finish
+    staging = pytester.path / "run.running"
+    merged = pytester.run(sys.executable, "-m", "mluverify.cli", "report", str(staging))
     assert merged.ret == 0
-    assert len(records(pytester)) == 3
+    assert len(pq.read_table(staging / "records.parquet")) == 3
 
 
 def test_mlu_dump_fail_dumps_each_failing_case_into_the_report(pytester):
@@ -174,4 +174,5 @@ def test_mlu_dump_fail_dumps_each_failing_case_into_the_report(pytester):
     op_dirs = sorted(p.name for p in dumps[0].iterdir() if p.is_dir())
     assert any(name.endswith("_mul") for name in op_dirs), op_dirs
     plain = records(pytester).set_index("case_id").loc["test_scaled.py::test_plain[scaled:cnnl]"]
-    assert f"dump: {dumps[0]}" in plain["reproducer"]
+    # relative to the run directory: the run is built beside it and renamed at its end
+    assert f"dump: {dumps[0].relative_to(pytester.path / 'run')}" in plain["reproducer"]

@@ -1,8 +1,12 @@
 import datetime as dt
 
-from mluverify.config import Waiver
+import pytest
+
+from mluverify.config import Settings, Waiver
+from mluverify.errors import RecordsError
 from mluverify.report import finish_run
 from mluverify.report.records import ShardWriter
+from mluverify.report.session import finish_empty_run
 
 from report_records import make_record, write_run
 
@@ -14,11 +18,10 @@ def write_shards(run_dir, rows):
     writer.close()
 
 
-def finish(run_dir, pm, **options):
+def finish(run_dir, pm, baseline=None, gate=True, **settings):
     lines = []
-    settings = dict(baseline=None, gate=True, regress_factor=1.5, noise_floor=0.0, waivers={})
-    settings.update(options)
-    status = finish_run(run_dir, pm=pm, terminal_write=lines.append, **settings)
+    status = finish_run(run_dir, pm=pm, settings=Settings(**{"noise_floor": 0.0, **settings}), baseline=baseline,
+                        gate=gate, terminal_write=lines.append)
     return status, "\n".join(lines)
 
 
@@ -28,11 +31,17 @@ def test_merges_and_writes_every_report(tmp_path, report_pm):
     assert status == 0 and "mluverify gate: passed" in out
     for name in ("records.parquet", "summary.csv", "summary.md", "report.html", "gate.md"):
         assert (tmp_path / name).exists(), name
-    assert (tmp_path / "summary.csv").read_text().splitlines()[1].startswith("add,mlu:cnnl,float32,rel_mse,1,0,1.0,")
+    # op, target, dtype, metric, cases, worst status, one count per status (mluverify.status order:
+    # errored, not_on_device, not_fused, nondeterministic, failed, waived, passed), pass rate
+    assert (tmp_path / "summary.csv").read_text().splitlines()[1].startswith(
+        "add,mlu:cnnl,float32,rel_mse,1,passed,0,0,0,0,0,0,1,1.0,")
     page = (tmp_path / "report.html").read_text()
-    # self-contained: plots inline, nothing fetched, nothing run
+    # self-contained: plots and script inline, nothing fetched
     assert page.count('src="data:image/png;base64,') == 2
-    assert "<script" not in page and "http://" not in page and "https://" not in page
+    assert "<script src" not in page and "http://" not in page and "https://" not in page
+    # the banner has the gate's verdict; the run ends with one line naming the report
+    assert '<div class="mv-verdict">gate passed</div>' in page
+    assert out.splitlines()[-1].startswith("mluverify: gate passed; 2 comparisons in 2 cases: 2 passed; report: ")
 
 
 def test_gate_failure_prints_why_and_returns_1(tmp_path, report_pm):
@@ -57,18 +66,19 @@ def test_configured_waivers_apply(tmp_path, report_pm):
     assert status == 0 and "tracked" in out
 
 
-def test_empty_session_fails_the_gate_explicitly(tmp_path, report_pm):
-    status, out = finish(tmp_path / "never-written", report_pm)
-    assert status == 1 and "nothing was verified" in out
-    assert "holds no records" in (tmp_path / "never-written" / "summary.md").read_text()
+def test_empty_session_fails_the_gate_explicitly_and_writes_nothing(tmp_path):
+    lines = []
+    status = finish_empty_run(tmp_path / "never-written", gate=True, terminal_write=lines.append)
+    assert status == 1 and "nothing was verified" in "\n".join(lines)
+    assert not (tmp_path / "never-written").exists()
 
 
 def test_corrupt_baseline_is_a_named_failure(tmp_path, report_pm):
     (tmp_path / "baseline").mkdir()
     (tmp_path / "baseline" / "records.parquet").write_bytes(b"garbage")
     write_shards(tmp_path / "run", [make_record("t[a]", 0.001)])
-    status, out = finish(tmp_path / "run", report_pm, baseline=tmp_path / "baseline")
-    assert status == 1 and "baseline/records.parquet is not a readable parquet file" in out
+    with pytest.raises(RecordsError, match="baseline/records.parquet is not a readable parquet file"):
+        finish(tmp_path / "run", report_pm, baseline=tmp_path / "baseline")
 
 
 def test_terminal_shows_the_first_findings_and_gate_md_all(tmp_path, report_pm):

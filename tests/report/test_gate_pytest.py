@@ -54,10 +54,18 @@ def test_gate_passes_then_fails_on_worsened_missing_and_new_failures(suite, monk
     worse.assert_outcomes(passed=3)
     worse.stdout.fnmatch_lines(["*mluverify gate: FAILED (3 blocking findings)*", "*| worsened | *test_mul*"])
 
-    # 0.0014 = 1.4 x: within the regress factor; one case deselected: missing
-    missing = run(suite, monkeypatch, 1.0014, "missing", baseline, "-k", "not 2")
+    # 0.0014 = 1.4 x: within the regress factor; a -k subset is no loss: the deselected case is
+    # not missing
+    subset = run(suite, monkeypatch, 1.0014, "subset", baseline, "-k", "not 2")
+    assert subset.ret == 0
+    subset.stdout.fnmatch_lines(["*mluverify gate: passed*"])
+
+    # ... but a case the whole suite no longer has is missing
+    suite.makepyfile(test_scaled=SUITE.replace("range(3)", "range(2)"))
+    missing = run(suite, monkeypatch, 1.0014, "missing", baseline)
     assert missing.ret == 1
     missing.stdout.fnmatch_lines(["*FAILED (1 blocking findings)*", "*| missing | test_scaled.py::test_mul?scaled:cnnl-2? |*"])
+    suite.makepyfile(test_scaled=SUITE)
 
     # 0.004 > 0.003: new failures (the tests fail too)
     failing = run(suite, monkeypatch, 1.004, "failing", baseline)

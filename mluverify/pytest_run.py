@@ -1,0 +1,217 @@
+"""One pytest run's report directory, from claim to swap, and its failing cases' reproducers.
+
+Registered by ``mluverify.pytest_plugin`` in every process of a run (``pytest_configure``):
+
+- the controller claims the directory (``mluverify.report.rundir``) when it knows the run
+  verifies something: after collection, if a collected test uses ``verify`` (or at session
+  start under pytest-xdist, whose workers need the path before they collect). ``--help``,
+  ``--collect-only``, start-up errors and runs that collect no verifying test never touch it;
+- workers are handed the staging directory and the run id (``workerinput``);
+- at the end, a run that recorded comparisons is merged, reported, gated and swapped in; one
+  that recorded none leaves the directory as it was;
+- a failing test's report gets a section with the reproducers of its failing cases.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mluverify.config import Settings
+from mluverify.errors import MluverifyError
+from mluverify.hookspecs import hookimpl
+from mluverify.report.rundir import RunDirectory
+from mluverify.session import Session
+
+REPRODUCER_SECTION = "mluverify reproducer"
+
+
+def report_dir(config: pytest.Config, settings: Settings) -> Path:
+    """The run's report directory: ``--mlu-report``, else ``[tool.mluverify] report_dir``."""
+    return Path(config.getoption("mlu_report") or config.rootpath / settings.report_dir)
+
+
+def is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def missing_paths(args: list[str], base: Path) -> list[str]:
+    """The test paths among ``args`` (paths or node ids, relative to ``base``) that do not exist."""
+    return [arg for arg in args if not (base / arg.split("::", 1)[0]).exists()]
+
+
+class PytestRun:
+    """The report directory and records of one pytest run (an instance per process)."""
+
+    def __init__(self, config: pytest.Config, session: Session, directory: RunDirectory) -> None:
+        self.config = config
+        self.session = session
+        self.directory = directory
+        self.claimed = False
+        self.selected: list[str] | None = None  # the tests this run kept after collection
+        self.deselected = 0  # how many it dropped (-k, -m, --deselect, pytest-split, ...)
+        self.failing: dict[str, list[str]] = {}  # test id -> reproducers of its failing cases
+        self._off_progress_line = False
+
+    # --- claiming, controller side ---------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if is_worker(self.config):
+            return
+        self._check_baseline()
+        if not self.config.pluginmanager.has_plugin("dsession"):
+            return
+        # xdist: only workers collect, and a missing path would be a worker's error that ends
+        # the run with no test and no word why; and they need the directory before they collect.
+        missing = missing_paths(self.config.args, self.config.invocation_params.dir)
+        if missing:
+            raise pytest.UsageError(f"file or directory not found: {', '.join(missing)}")
+        self._claim()
+
+    def _check_baseline(self) -> None:
+        """A missing or unreadable ``--mlu-baseline`` stops the run before its tests, not after."""
+        from mluverify.report.loading import migrate, read_table, records_path
+
+        baseline = self.config.getoption("mlu_baseline")
+        if baseline:
+            try:
+                path = records_path(Path(baseline))
+                migrate(read_table(path), path)
+            except MluverifyError as exc:
+                raise pytest.UsageError(f"mluverify: --mlu-baseline: {exc}") from None
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        example = self.config.getoption("mlu_reproduce_failure")
+        if example:
+            from mluverify.reproducer import apply_example
+
+            apply_example(items, example)
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += len(items)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if is_worker(self.config):
+            return
+        self.selected = [item.nodeid for item in session.items]
+        verifies = any("mlu_target" in getattr(item, "fixturenames", ()) for item in session.items)
+        if verifies and not self.claimed and not self.config.option.collectonly:
+            self._claim()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """pytest-xdist: every worker collects (and deselects) alike; keep one worker's ids."""
+        if self.selected is None:
+            self.selected = list(ids)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """pytest-xdist: a worker's deselections (each worker deselects the same tests)."""
+        self.deselected = max(self.deselected, getattr(node, "workeroutput", {}).get("mluverify_deselected", 0))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """pytest-xdist: every worker records under the controller's run id, into its directory."""
+        node.workerinput["mluverify_run_id"] = self.session.run_id
+        node.workerinput["mluverify_run_dir"] = str(self.directory.staging)
+
+    def _claim(self) -> None:
+        from mluverify.report.records import run_metadata, write_metadata
+
+        try:
+            staging = self.directory.claim()
+            self.claimed = True
+            write_metadata(staging, run_metadata(self.session.run_id))
+        except MluverifyError as exc:
+            raise pytest.UsageError(f"mluverify: {exc}") from None
+        for note in self.directory.notes:
+            self._write_line(f"mluverify: {note}")
+
+    # --- reproducers, every process ----------------------------------------------------------
+
+    @hookimpl
+    def mluverify_record(self, record: dict[str, Any]) -> None:
+        if record.get("status") != "passed" and record.get("reproducer"):
+            commands = self.failing.setdefault(record["case_id"].split("#", 1)[0], [])
+            if record["reproducer"] not in commands:
+                commands.append(record["reproducer"])
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
+        report = yield
+        if report.when == "call":
+            commands = self.failing.pop(item.nodeid, [])
+            if report.failed and commands:
+                report.sections.append((REPRODUCER_SECTION, "\n".join(commands)))
+        return report
+
+    # --- the end -------------------------------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.session.close()
+        if is_worker(self.config):
+            self.config.workeroutput["mluverify_deselected"] = self.deselected
+            return
+        status = self._finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        if status and session.exitstatus == 0:
+            session.exitstatus = status
+
+    def _finish(self, interrupted: bool) -> int:
+        from mluverify.report.rundir import holds_records
+        from mluverify.report.session import finish_empty_run, finish_run
+
+        gate = bool(self.config.getoption("mlu_gate"))
+        if not self.claimed:  # nothing verifying was collected
+            return finish_empty_run(self.directory.path, gate=gate, terminal_write=self._write_line) if gate else 0
+        staging = self.directory.staging
+        if not holds_records(staging):
+            self.directory.discard()
+            return finish_empty_run(self.directory.path, gate=gate, terminal_write=self._write_line)
+        baseline = self.config.getoption("mlu_baseline")
+        try:
+            self._keep_run_facts(staging, interrupted)
+            return finish_run(staging, pm=self.session.pm, settings=self.session.settings,
+                              baseline=Path(baseline) if baseline else None, gate=gate,
+                              terminal_write=self._write_line, selected=self._partial_selection(),
+                              publish=self.directory.publish)
+        except MluverifyError as exc:
+            self._write_line(f"mluverify: reports failed: {exc}")
+            self._write_line(f"mluverify: every record written is kept in {staging}; "
+                             f"`mluverify report {staging}` writes its report")
+            return 1
+
+    def _partial_selection(self) -> list[str] | None:
+        """The selected tests when the run left some out (a baseline case of a test left out
+        is not missing), else None: a whole run misses every baseline case it lacks, a
+        deleted test's included."""
+        return self.selected if self.deselected else None
+
+    def _keep_run_facts(self, staging: Path, interrupted: bool) -> None:
+        """How many tests were collected, which were selected when some were left out (for the
+        gate, also after a merge of slices), and whether the run was interrupted (its records
+        are reported, but it is no baseline)."""
+        from mluverify.report.records import read_metadata, write_metadata, write_selected
+
+        facts = {"tests_collected": len(self.selected or ()) + self.deselected}
+        if interrupted:
+            facts["interrupted"] = True
+        write_metadata(staging, {**read_metadata(staging), **facts})
+        if self._partial_selection() is not None:
+            write_selected(staging, self.selected)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.directory.release()
+        self.session.pm.unregister(self)
+
+    def _write_line(self, line: str) -> None:
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is None:
+            print(line)
+            return
+        if not self._off_progress_line:  # xdist's reporter does not track its progress line
+            terminal.write_line("")
+            self._off_progress_line = True
+        terminal.write_line(line)

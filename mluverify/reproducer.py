@@ -1,0 +1,97 @@
+"""Copy-paste reproducers: the pytest command that re-runs one recorded case alone.
+
+A case's reproducer names everything that decides how it ran: its test id, the ``-p`` plugins
+of the command line, its target and device variant, the other ``--mlu-*`` options that change
+how cases run, hypothesis' profile and seed when given and, in a property-based test, the
+example itself (``--mlu-reproduce-failure VERSION:BLOB`` applies hypothesis'
+``@reproduce_failure`` to the test, so exactly that example runs). It writes its report beside
+the run's (``<report dir>.repro``), never over it. Run it from the project root (pytest's
+rootdir), where node ids are rooted.
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+# --mlu-* options about where and how a run is reported, not how a case runs; the target and
+# the device variant are the case's own.
+NOT_REPEATED = frozenset({"mlu_report", "mlu_baseline", "mlu_gate", "mlu_regress_factor", "mlu_noise_floor",
+                          "mlu_dump", "mlu_target", "mlu_core_version", "mlu_reproduce_failure",
+                          "mlu_cases"})
+HYPOTHESIS_OPTIONS = ("hypothesis_profile", "hypothesis_seed")
+
+
+def add_options(group: Any) -> None:
+    """The option a reproducer of a property-based case uses (in the ``mluverify`` group)."""
+    group.addoption("--mlu-reproduce-failure", default=None, metavar="VERSION:BLOB",
+                    help="run only this hypothesis example in the selected property-based tests "
+                         "(what @reproduce_failure(VERSION, BLOB) does; written into reproducers)")
+
+
+def reproducer_command(config: Any, nodeid: str, target: object, core_version: str, report_dir: Path) -> str:
+    """The shell command re-running the case of test ``nodeid`` on ``target`` (and device
+    variant ``core_version``) alone, with the run's options that change how cases run."""
+    plugins = [part for name in config.getoption("plugins", None) or [] if name != "mluverify"
+               for part in ("-p", name)]
+    argv = ["pytest", "-p", "mluverify", *plugins, nodeid, f"--mlu-target={target}"]
+    if core_version:
+        argv.append(f"--mlu-core-version={core_version}")
+    argv += _case_options(vars(config.option))
+    argv += [f"--{name.replace('_', '-')}={config.getoption(name, None)}" for name in HYPOTHESIS_OPTIONS
+             if config.getoption(name, None) is not None]
+    example = hypothesis_example()
+    if example:
+        argv.append(f"--mlu-reproduce-failure={example}")
+    argv.append(f"--mlu-report={_repro_dir(report_dir, config.rootpath)}")
+    return shlex.join(argv)
+
+
+def _case_options(options: dict[str, Any]) -> list[str]:
+    """Every set ``--mlu-*`` option that changes how a case runs, as ``--name=value``."""
+    argv = []
+    for name, value in sorted(options.items()):
+        if not name.startswith("mlu_") or name in NOT_REPEATED or value in (None, False, [], ()):
+            continue
+        flag = f"--{name.replace('_', '-')}"
+        values = value if isinstance(value, (list, tuple)) else [value]
+        argv += [flag if value is True else f"{flag}={item}" for item in values]
+    return argv
+
+
+def _repro_dir(report_dir: Path, rootpath: Path) -> str:
+    repro = Path(report_dir).with_name(Path(report_dir).name + ".repro")
+    try:
+        return str(repro.relative_to(rootpath))
+    except ValueError:
+        return str(repro)
+
+
+def hypothesis_example() -> str | None:
+    """``VERSION:BLOB`` of the hypothesis example running now (the choices it drew so far,
+    which is all of them when verify fails in it), or None outside a property-based test."""
+    hypothesis = sys.modules.get("hypothesis")
+    if hypothesis is None or not hypothesis.currently_in_test_context():
+        return None
+    from hypothesis.control import current_build_context
+    from hypothesis.core import encode_failure
+
+    choices = current_build_context().data.choices
+    return f"{hypothesis.__version__}:{encode_failure(choices).decode('ascii')}"
+
+
+def apply_example(items: Sequence[Any], example: str) -> None:
+    """Decorate the selected property-based tests with ``@reproduce_failure`` for ``example``
+    (``VERSION:BLOB``), as a user would by hand."""
+    import pytest
+    from hypothesis import is_hypothesis_test, reproduce_failure
+
+    version, _, blob = example.partition(":")
+    if not version or not blob:
+        raise pytest.UsageError(f"--mlu-reproduce-failure={example!r}: expected VERSION:BLOB, as written "
+                                f"in a record's reproducer")
+    for item in items:
+        function = getattr(item, "function", None)
+        if function is not None and is_hypothesis_test(function):
+            reproduce_failure(version, blob.encode("ascii"))(function)
