@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 # Long case lists are cut in the markdown documents (the HTML, CSV and parquet keep everything).
 MAX_LISTED = 200
+# Changed cases a diff page lists (most severe first): a page stays a few MB at any scale.
+MAX_DIFF_ROWS = 10_000
 # Rows of the failures table in a CI job summary.
 CI_FAILURES = 30
 EMPTY_RUN = "This run holds no records: nothing was verified."
@@ -52,17 +54,24 @@ FINDINGS_SPEC = TableSpec(long={"case_id": 24, "detail": 30, "waiver": 20}, tone
 
 
 def verdict(totals: "pd.DataFrame", gate: "GateResult | None") -> tuple[str, str]:
-    """The run's verdict and its tone: the gate's when it was applied, else the failing cases'."""
+    """The run's verdict and its tone: the gate's when it was applied, else what failed or was
+    not verified on the device."""
+    from mluverify.status import PROVENANCE_STATUSES
+
     counts = totals.iloc[0]
-    failing = sum(int(counts[s]) for s in FAILING)
     if gate is not None:
         return ("gate passed", "good") if gate.passed else (f"gate FAILED: {len(gate.blocking)} blocking findings", "bad")
     if counts["records"] == 0:
         return "no records: nothing was verified", "bad"
+    failing = sum(int(counts[s]) for s in FAILING)
+    unverified = sum(int(counts[s]) for s in PROVENANCE_STATUSES)
+    unverified_text = f"{unverified} not verified on the device" if unverified else ""
     if failing:
-        return f"{failing} of {counts['records']} comparisons failed or errored", "bad"
-    unjudged = int(counts["records"] - counts["passed"])
-    return (f"no failures; {unjudged} comparisons not passed", "warn") if unjudged else ("all comparisons passed", "good")
+        return "; ".join(filter(None, [f"{failing} of {counts['records']} comparisons failed or errored",
+                                       unverified_text])), "bad"
+    if unverified:
+        return f"no failures, but {unverified_text}", "warn"
+    return ("all comparisons passed" if counts["passed"] == counts["records"] else "all comparisons passed or waived"), "good"
 
 
 def counts_text(totals: "pd.DataFrame") -> str:
@@ -136,10 +145,13 @@ def diff_documents(diff: "RunDiff", base_name: str, new_name: str) -> tuple[str,
                                      *lists, ("Per-op deltas of the judged metric", markdown_table(diff.groups))])
     changed = diff.cases[diff.cases["status"] != "unchanged"]
     changed = changed.assign(_rank=changed["status"].map(DIFF_STATUSES.index)).sort_values("_rank", kind="stable")
+    listed = (f"Every case that changed ({len(changed)})" if len(changed) <= MAX_DIFF_ROWS else
+              f"The first {MAX_DIFF_ROWS} of the {len(changed)} cases that changed, most severe first")
     spec = TableSpec(shown=columns, tone="status", order=DIFF_STATUSES, long={"case_id": 30})
     sections = [
-        ("Cases", html_paragraph(f"Every case that changed; the {counts['unchanged']} unchanged cases are only counted.")
-         + html_table(changed[columns + ["bound_new", "reason_new", "error_new"]], "diff-cases", spec)),
+        ("Cases", html_paragraph(f"{listed}; the {counts['unchanged']} unchanged cases are only counted.")
+         + html_table(changed.head(MAX_DIFF_ROWS)[columns + ["bound_new", "reason_new", "error_new"]],
+                      "diff-cases", spec)),
         ("Per-op deltas of the judged metric", html_table(diff.groups, "diff-groups")),
     ]
     if not diff.groups.empty:

@@ -39,17 +39,21 @@ def frame():
 
 
 def test_verdict_is_the_gates_when_gated_else_the_failures(frame):
-    assert verdict(totals(frame), None) == ("2 of 4 comparisons failed or errored", "bad")
+    assert verdict(totals(frame), None) == ("2 of 4 comparisons failed or errored; 1 not verified on the device", "bad")
     gate = evaluate_gate(frame)
     assert not gate.passed and verdict(totals(frame), gate)[0].startswith("gate FAILED")
     only_cpu = as_frame([ROWS[0], ROWS[3]])
-    assert verdict(totals(only_cpu), None) == ("no failures; 1 comparisons not passed", "warn")
+    assert verdict(totals(only_cpu), None) == ("no failures, but 1 not verified on the device", "warn")
+    waived = as_frame([ROWS[0], make_record("t[w]", 0.005, waived=True)])
+    assert verdict(totals(waived), None) == ("all comparisons passed or waived", "good")
+    assert verdict(totals(as_frame([ROWS[0]])), None) == ("all comparisons passed", "good")
     assert verdict(totals(as_frame([])), None) == ("no records: nothing was verified", "bad")
 
 
 def test_the_run_ends_with_one_line(frame):
     line = verdict_line(totals(frame), None, "reports/latest/report.html")
-    assert line == ("mluverify: 2 of 4 comparisons failed or errored; 4 comparisons in 4 cases: 1 errored, "
+    assert line == ("mluverify: 2 of 4 comparisons failed or errored; 1 not verified on the device; "
+                    "4 comparisons in 4 cases: 1 errored, "
                     "1 not_on_device, 1 failed, 1 passed; report: reports/latest/report.html")
     assert "\n" not in line
 
@@ -57,7 +61,7 @@ def test_the_run_ends_with_one_line(frame):
 def test_ci_summary_has_the_verdict_and_the_failures_table(frame):
     summary = ci_summary(run_tables(frame), None, None, "out/report.html")
     lines = summary.splitlines()
-    assert lines[0] == "### mluverify: 2 of 4 comparisons failed or errored"
+    assert lines[0] == "### mluverify: 2 of 4 comparisons failed or errored; 1 not verified on the device"
     table = [line for line in lines if line.startswith("| ")]
     assert table[0] == "| status | case_id | target | value | bound | reason | error |"
     assert table[1].startswith("| errored | t[boom] |") and table[2].startswith("| failed | t[bad] | mlu:cnnl | 6e-3 | 3e-3 |")
@@ -70,7 +74,7 @@ def test_the_writer_appends_to_the_ci_job_summary(frame, tmp_path, monkeypatch):
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary_file))
     mluverify_report(frame, tmp_path / "run")
     text = summary_file.read_text()
-    assert text.startswith("earlier step\n### mluverify: 2 of 4 comparisons failed or errored")
+    assert text.startswith("earlier step\n### mluverify: 2 of 4 comparisons failed or errored; 1 not verified")
     assert f"Full report: `{tmp_path / 'run' / 'report.html'}`" in text
 
 
@@ -114,3 +118,16 @@ def test_diff_and_audit_pages_share_the_report_skeleton(frame, tmp_path):
     diff_cases = table_payload(diff_page, "diff-cases")
     assert [row[0] for row in diff_cases["rows"]][:1] == ["new failure"]
     assert table_payload(audit_page, "audit-groups")["tone"] == table_payload(audit_page, "audit-groups")["columns"].index("verdict")
+
+
+def test_a_diff_page_lists_the_most_severe_changes_first_up_to_its_cap(monkeypatch):
+    from mluverify.report import pages
+
+    base = as_frame([make_record(f"t[{i}]", 0.001) for i in range(4)])
+    new = as_frame([make_record("t[0]", 0.0001), make_record("t[1]", 0.006), make_record("t[2]", 0.001),
+                    make_record("t[3]", 0.0025)])   # improved, new failure, unchanged, worsened (2.5x)
+    monkeypatch.setattr(pages, "MAX_DIFF_ROWS", 2)
+    _, page = diff_documents(diff_runs(base, new), "base", "new")
+    rows = table_payload(page, "diff-cases")["rows"]
+    assert [(row[0], row[1]) for row in rows] == [("new failure", "t[1]"), ("worsened", "t[3]")]
+    assert "The first 2 of the 3 cases that changed, most severe first; the 1 unchanged cases are only counted." in page
