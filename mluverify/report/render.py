@@ -140,7 +140,8 @@ def html_table(frame: "pd.DataFrame", table_id: str, spec: TableSpec = TableSpec
         "page": spec.page,
         "rows": [list(row) for row in zip(*(format_column(frame[c]) for c in frame.columns))] if len(frame) else [],
     }
-    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
+    # no "<" inside the script element at all: neither "</script>" nor "<!--" can end or hide it
+    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
     return (f'<div class="mv-table" id="{html.escape(table_id)}">'
             f'<script type="application/json" class="mv-data">{payload}</script></div>')
 

@@ -87,10 +87,12 @@ def test_no_ci_summary_without_the_variable(frame, tmp_path, monkeypatch):
 def table_payload(page, table_id):
     found = re.search(rf'<div class="mv-table" id="{table_id}"><script type="application/json" class="mv-data">(.*?)</script>',
                       page, re.S)
-    return json.loads(found.group(1).replace("<\\/", "</"))
+    return json.loads(found.group(1))
 
 
 def test_report_page_is_self_contained_and_carries_every_record(frame, tmp_path):
+    # text that would end or hide the data's script element if it were written as is
+    frame.loc[frame["case_id"] == "t[bad]", "reason"] = "x </script><script>alert(1)</script> <!-- y"
     mluverify_report(frame, tmp_path)
     page = (tmp_path / "report.html").read_text()
     assert "http://" not in page and "https://" not in page and "<link" not in page and " src=\"http" not in page
@@ -99,6 +101,8 @@ def test_report_page_is_self_contained_and_carries_every_record(frame, tmp_path)
     status, case_id = cases["columns"].index("status"), cases["columns"].index("case_id")
     assert [(row[status], row[case_id]) for row in cases["rows"]] == [
         ("errored", "t[boom]"), ("not_on_device", "t[cpu]"), ("failed", "t[bad]"), ("passed", "t[ok]")]
+    assert cases["rows"][2][cases["columns"].index("reason")] == "x </script><script>alert(1)</script> <!-- y"
+    assert "alert" not in page.replace("\\u003cscript>alert(1)", "")
 
 
 def test_diff_and_audit_pages_share_the_report_skeleton(frame, tmp_path):
