@@ -135,3 +135,17 @@ def test_a_diff_page_lists_the_most_severe_changes_first_up_to_its_cap(monkeypat
     rows = table_payload(page, "diff-cases")["rows"]
     assert [(row[0], row[1]) for row in rows] == [("new failure", "t[1]"), ("worsened", "t[3]")]
     assert "The first 2 of the 3 cases that changed, most severe first; the 1 unchanged cases are only counted." in page
+
+
+def test_audit_prints_a_summary_and_the_page_not_its_markdown(tmp_path, capsys):
+    from mluverify.cli import main
+
+    from report_records import write_run
+
+    run = write_run(tmp_path / "run", [make_record("t[a]", 0.001), make_record("t[b]", 0.0029)])
+    assert main(["audit", str(run), "--out", str(tmp_path / "audit")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    # one group: largest passing value 0.0029 under the 0.003 bound, headroom 1.03 < 1.2
+    assert printed == ["mluverify audit: 1 groups: 1 too tight",
+                       f"full page: {tmp_path / 'audit' / 'audit.html'} (also {tmp_path / 'audit' / 'audit.csv'}, "
+                       f"{tmp_path / 'audit' / 'audit.md'})"]
