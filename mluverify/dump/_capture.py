@@ -34,6 +34,9 @@ from mluverify.errors import InvalidArgument
 # The default budget of real input values a capture keeps (the rest become recipes).
 DEFAULT_MAX_BYTES = 16 << 20
 
+# Namespaces of ops that compute nothing (``record_function`` markers of the profiler); data
+# moves (``copy_``) are left out as in the Dumper (``_layout.EXCLUDED_OPS``).
+_BOOKKEEPING = frozenset({"profiler"})
 _PLAIN = frozenset({int, str, type(None), torch.dtype, torch.device, torch.layout,
                     torch.memory_format})
 _LIBRARIES = tuple(os.path.dirname(module.__file__) + os.sep for module in (torch, mluverify))
@@ -185,7 +188,7 @@ class _Recorder:
         return {
             "case": len(self._cases) + 1, "name": f"{short}-{self._per_op[info.qualified]}",
             "model": self.model, "op": info.qualified, "first_seq": self.ops,
-            "phase": "forward" if node is None else "backward", "call_site": call_site(node),
+            "backward": node is not None, "call_site": call_site(node),
             "arguments": ", ".join(f"{label}={_text(value)}"
                                    for label, value in zip(labels, [*args, *kwargs.values()])),
             "call": _json(call), "tensors": self._tensor_rows(tensors, _tensor_labels(call, labels)),
@@ -282,7 +285,7 @@ class _CaptureMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if not op_info(func).excluded:  # data moves (copy_), as in the Dumper
+        if not (op_info(func).excluded or func.namespace in _BOOKKEEPING):
             self._recorder.record(func, args, kwargs)
         return func(*args, **kwargs)
 

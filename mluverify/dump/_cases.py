@@ -17,8 +17,10 @@ model           the captured model (``resnet50``)
 op              ATen overload (``aten::convolution``, ``aten::add.Tensor``)
 count           how many times the program ran this op with these arguments
 first_seq       position of the first occurrence among all captured ops (1-based)
-phase           ``forward``, or ``backward`` when autograd ran it
-call_site       where the first occurrence was called (``resnet.py:146 in forward``)
+backward        whether autograd ran it, in a backward pass (the program ran the others:
+                its forward, loss, optimizer step)
+call_site       where the first occurrence was called (``torchvision/models/resnet.py:146 in
+                forward``); a backward op adds its autograd node (``[ConvolutionBackward0]``)
 arguments       the arguments as text, for people (``input=float32[1, 3, 8, 8], stride=[1, 1]``)
 call            JSON ``{"args": [...], "kwargs": {...}}``: the call with tensors as
                 ``{"tensor": i}``, see ``encode_value``
@@ -58,7 +60,7 @@ _TENSOR = pa.struct([
 ])
 SCHEMA = pa.schema([
     ("case", pa.int64()), ("name", pa.string()), ("model", pa.string()), ("op", pa.string()),
-    ("count", pa.int64()), ("first_seq", pa.int64()), ("phase", pa.string()),
+    ("count", pa.int64()), ("first_seq", pa.int64()), ("backward", pa.bool_()),
     ("call_site", pa.string()), ("arguments", pa.string()), ("call", pa.string()),
     ("tensors", pa.list_(_TENSOR)), ("input_bytes", pa.int64()),
 ])

@@ -53,7 +53,7 @@ class ReplayCase:
     op: str  # aten::convolution
     count: int
     call_site: str
-    phase: str
+    backward: bool
     source: Path = field(repr=False)  # the cases directory
     call: str = field(repr=False, default="{}")
     tensors: tuple = field(repr=False, default=())
@@ -130,7 +130,7 @@ def read_replay_cases(path: str | os.PathLike[str]) -> tuple[CasesMeta, list[Rep
     file = cases_path(path)
     meta, rows = read_cases(file)
     return meta, [ReplayCase(row["name"], row["model"], row["op"], row["count"],
-                             row["call_site"], row["phase"], file.parent, row["call"],
+                             row["call_site"], row["backward"], file.parent, row["call"],
                              tuple(row["tensors"]), row["arguments"]) for row in rows]
 
 
@@ -190,17 +190,19 @@ def synthesise(spec: dict, dtype: Any, seed: int) -> Any:
     count = math.prod(shape)
     generator = torch.Generator().manual_seed(seed)
     low, high = spec["min"], spec["max"]
+    # float64 only where float32 would round the recipe (wide integers, float64 tensors)
+    work = torch.float64 if dtype.itemsize == 8 else torch.float32
     if math.isnan(low):  # nothing finite was captured
-        values = torch.zeros(count, dtype=torch.float64)
+        values = torch.zeros(count, dtype=work)
     else:
-        values = torch.randn(count, generator=generator, dtype=torch.float64)
+        values = torch.randn(count, generator=generator, dtype=work)
         values = values * spec["std"] + spec["mean"]
         outside = (values < low) | (values > high)
-        redraw = torch.rand(int(outside.sum()), generator=generator, dtype=torch.float64)
+        redraw = torch.rand(int(outside.sum()), generator=generator, dtype=work)
         values[outside] = low + redraw * (high - low)
-        if count >= 2:
-            ends = torch.randperm(count, generator=generator)[:2]
-            values[ends[0]], values[ends[1]] = low, high
+        if count >= 2:  # the extremes once each, at two distinct places
+            first = int(torch.randint(count, (1,), generator=generator))
+            values[first], values[(first + 1) % count] = low, high
     if dtype == torch.bool or not (dtype.is_floating_point or dtype.is_complex):
         values = values.round()
     _plant_non_finite(values, spec, generator)

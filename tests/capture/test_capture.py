@@ -35,7 +35,7 @@ def test_unique_cases_and_counts_match_the_hand_derived_list(tmp_path):
     assert [row["name"] for row in rows] == ["convolution-1", "relu-1", "convolution-2", "view-1",
                                             "t-1", "addmm-1"]
     assert (c.cases, c.ops) == (6, 18) and meta.ops == 18 and meta.complete and meta.model == "small"
-    assert {row["phase"] for row in rows} == {"forward"}
+    assert {row["backward"] for row in rows} == {False}
 
 
 def test_non_tensor_arguments_and_first_call_site(tmp_path):
@@ -130,14 +130,14 @@ def test_backward_ops_are_captured_with_their_autograd_node(tmp_path):
     with capture(tmp_path / "cases", max_bytes=None) as c:
         linear(x).sum().backward()
     _, cases = read_replay_cases(c.path)
-    phases = {case.op: case.phase for case in cases}
+    backward = {case.op: case.backward for case in cases}
     # derivatives.yaml: sum's backward expands the gradient; addmm's gives the bias's gradient
     # as a sum over the batch and, mat2 being the transposed weight, the weight's gradient
     # dL/dW = grad^T x as one mm.
-    assert {op: phases[op] for op in ("aten::addmm", "aten::sum", "aten::expand", "aten::mm",
-                                      "aten::sum.dim_IntList")} == {
-        "aten::addmm": "forward", "aten::sum": "forward", "aten::expand": "backward",
-        "aten::mm": "backward", "aten::sum.dim_IntList": "backward"}
+    assert {op: backward[op] for op in ("aten::addmm", "aten::sum", "aten::expand", "aten::mm",
+                                        "aten::sum.dim_IntList")} == {
+        "aten::addmm": False, "aten::sum": False, "aten::expand": True, "aten::mm": True,
+        "aten::sum.dim_IntList": True}
     mm = next(case for case in cases if case.op == "aten::mm")
     assert mm.call_site.endswith("[AddmmBackward0]")
     replay = mm.build()
