@@ -3,13 +3,17 @@
 ``install()`` adds an import finder (at the *end* of ``sys.meta_path``, so an installed real
 ``torch_mlu`` always wins) that resolves
 
-====================================  ===========================================
-``torch_mlu``                          a package whose import registers ``mlu``
-``torch_mlu.core``                     a package
-``torch_mlu.core.mlu_model``           ``mluverify.device.mlu_model``
-``torch_mlu.core.mlu_quantize``        ``mluverify.device.quantization``
-``torch_mlu.core.dumptool``            ``mluverify.dump``
-====================================  ===========================================
+===========================================  ===================================================
+``torch_mlu``                                 a package whose import registers ``mlu`` (and
+                                              ``torch.backends.mlufusion``)
+``torch_mlu.core``                            a package
+``torch_mlu.core.mlu_model``                  ``mluverify.device.mlu_model``
+``torch_mlu.core.mlu_quantize``               ``mluverify.device.quantization``
+``torch_mlu.core.dumptool``                   ``mluverify.dump``
+``torch_mlu.core.quantized``                  a package
+``torch_mlu.core.quantized.modules`` (cnq)    ``mluverify.device.quantization`` (MLULinear, MLUConv*)
+``torch_mlu.core.quantized.default_mappings`` ``mluverify.device.quantization.default_mappings``
+===========================================  ===================================================
 
 Targets are imported only when their alias is, so a missing one fails with an ImportError
 naming both. ``exec_script`` runs a script as ``__main__`` with the finder installed
@@ -33,8 +37,10 @@ ALIASES: dict[str, str] = {
     "torch_mlu.core.mlu_model": "mluverify.device.mlu_model",
     "torch_mlu.core.mlu_quantize": "mluverify.device.quantization",
     "torch_mlu.core.dumptool": "mluverify.dump",
+    "torch_mlu.core.quantized.modules": "mluverify.device.quantization",
+    "torch_mlu.core.quantized.default_mappings": "mluverify.device.quantization.default_mappings",
 }
-PACKAGES: tuple[str, ...] = ("torch_mlu", "torch_mlu.core")
+PACKAGES: tuple[str, ...] = ("torch_mlu", "torch_mlu.core", "torch_mlu.core.quantized")
 
 
 class _AliasLoader(importlib.abc.Loader):

@@ -1,4 +1,5 @@
 """Shared set-up for mluverify's own tests."""
+import os
 import random
 import runpy
 from pathlib import Path
@@ -7,6 +8,9 @@ import pytest
 import torch
 
 SEED_SCRIPTS = Path(__file__).parent / "seed_scripts"
+# mluverify's own tests run with two emulated MLU cards (the multi-card tests need a second one;
+# everything else uses card 0). Read when the device is first imported, which is after this.
+os.environ.setdefault("MLUVERIFY_DEVICE_COUNT", "2")
 
 
 @pytest.fixture(autouse=True)
@@ -29,3 +33,13 @@ def run_seed_script(monkeypatch, tmp_path):
     random.seed(0)
     torch.manual_seed(0)
     return lambda name: runpy.run_path(str(SEED_SCRIPTS / name), run_name="__main__")
+
+
+@pytest.fixture
+def float_matmul():
+    """Unquantized float32 conv / matmul on MLU270 (the ``float`` matmul precision), for tests
+    about an op's semantics rather than the device's numerics."""
+    from mluverify.device.numerics import numerics_settings
+
+    with numerics_settings(matmul_precision="float"):
+        yield

@@ -3,43 +3,71 @@
 Three kinds of impls, all registered once at import:
 
 * memory plumbing (allocation, copies between devices, views, ``resize_``, ``set_``, ``item``):
-  part of the device itself, never counted as fallbacks;
+  part of the device itself, never counted as fallbacks (``_plumbing``);
 * one impl per op name that has a kernel in the ``KernelRegistry``: it unwraps ``mlu`` tensors
   into CPU aliases, calls the kernel of the active mode (falling back to ``cnnl``), and wraps
   the result (see ``OpRunner``);
 * the boxed fallback for every other op: the same unwrapping, the CPU ATen kernel, counted and
-  logged in ``mluverify.device._fallback``.
+  logged in ``mluverify.device._fallback`` (or, under the ``seed`` rule, an error naming the op).
+
+Either way an op runs now, on the calling thread, or — inside ``with Queue(i):`` — is queued on
+that queue (``_queued``); which kernel runs and whether it is a fallback is decided when the op
+is issued.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import torch
 
-from mluverify.device import _fallback, _storage
-from mluverify.device._storage import DEVICE_TYPE, as_cpu, buffer_of, device_view, wrap_cpu
+from mluverify.device import _fallback, _hazards, _queued, queues
+from mluverify.device._storage import DEVICE_TYPE, alias, buffer_of, current_card, device_view, wrap_cpu
 
 _libraries: dict[str, torch.library.Library] = {}
 _lib_fallback = torch.library.Library("_", "IMPL")
 _CPU = torch.device("cpu")
+_mark_wrapped_number = torch.ops.mluverify_native.mark_wrapped_number
 
 
 # native_batch_norm updates these in place although its schema does not mark them as written.
 UNANNOTATED_WRITES = frozenset({"running_mean", "running_var"})
+# What ATen's wrapped_scalar_tensor makes of a Python number.
+_WRAPPED_NUMBER_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
 
 
 class MixedDeviceError(RuntimeError):
-    """Tensors on ``mlu`` and ``cpu`` met in one op (as on a real device, a RuntimeError)."""
+    """Tensors on two devices (``mlu:i`` and ``cpu`` or ``mlu:j``) met in one op (as on a real
+    device, a RuntimeError)."""
 
 
-def _mixed(op_name: str, t: torch.Tensor) -> MixedDeviceError:
+def _mixed(op_name: str, first: torch.device, other: torch.device) -> MixedDeviceError:
     return MixedDeviceError(
         f"Expected all tensors to be on the same device, but found at least two devices, "
-        f"{_storage.DEVICE} and {t.device}! (when checking arguments for {op_name})"
+        f"{first} and {other}! (when checking arguments for {op_name})"
     )
 
 
-_WRAPPED_NUMBER_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+def wrapped_number(value: bool | int | float | complex) -> torch.Tensor:
+    """The 0-dim CPU tensor ATen makes of a Python number: promoted as a number, not as a tensor
+    (``tensor(0.3, float32) * 1.0`` stays float32)."""
+    scalar = torch.scalar_tensor(value, dtype=_WRAPPED_NUMBER_DTYPES[type(value)])
+    _mark_wrapped_number(scalar)
+    return scalar
+
+
+class Call:
+    """One call of an op on the device: CPU aliases of its arguments, its card, the device
+    buffers it touches, and whether any tensor is complex."""
+
+    __slots__ = ("args", "kwargs", "card", "buffers", "complex_seen")
+
+    def __init__(self) -> None:
+        self.args: tuple = ()
+        self.kwargs: dict = {}
+        self.card: int | None = None
+        self.buffers: list = []
+        self.complex_seen = False
 
 
 class OpRunner:
@@ -48,12 +76,16 @@ class OpRunner:
     Built once per overload from its schema: which arguments the op writes (their storage
     generation is bumped) and which returns alias an argument (in-place / out= returns give back
     the ``mlu`` argument itself; view returns become ``mlu`` views of the argument's storage).
+    ``queueable``: whether the op may run on a queue's worker (fresh or in-place tensor returns,
+    no ``out=`` arguments, not a random op, which must draw from the generator in program order).
     """
 
-    __slots__ = ("name", "_writes", "_out_names", "_return_alias", "_return_is_view", "_tensor_positions")
+    __slots__ = ("op", "name", "_writes", "_out_names", "_return_alias", "_return_is_view",
+                 "_tensor_positions", "queueable")
 
     def __init__(self, op: torch._ops.OpOverload) -> None:
         schema = op._schema
+        self.op = op
         self.name = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
         sets = {}
         writes = []
@@ -81,105 +113,166 @@ class OpRunner:
         self._return_is_view = tuple(views)
         self._tensor_positions = frozenset(
             i for i, a in enumerate(schema.arguments) if isinstance(a.type, torch.TensorType))
+        self.queueable = (not self._out_names and not any(views)
+                          and all(isinstance(r.type, torch.TensorType) for r in schema.returns)
+                          and torch.Tag.nondeterministic_seeded not in op.tags)
 
-    def unwrap(self, args: tuple, kwargs: dict) -> tuple[tuple, dict, bool]:
-        """CPU aliases for ``mlu`` tensors; the flag says whether any tensor is complex."""
-        complex_seen = False
+    # -- arguments -------------------------------------------------------------------------
+    def unwrap(self, args: tuple, kwargs: dict) -> Call:
+        """CPU aliases for ``mlu`` tensors (checking they share one card), wrapped-number tensors
+        for Python numbers where the schema wants a tensor."""
+        call = Call()
         cpu_args = []
         for position, value in enumerate(args):
             if position in self._tensor_positions and isinstance(value, (bool, int, float, complex)):
                 # The dispatcher hands Python a wrapped-number tensor (``x % 8``) as a plain
-                # number; the CPU op's schema wants a tensor back.
-                value = torch.scalar_tensor(value, dtype=_WRAPPED_NUMBER_DTYPES[type(value)])
-            value, seen = self._unwrap_value(value)
-            complex_seen |= seen
-            cpu_args.append(value)
+                # number; the CPU op's schema wants a tensor back, promoted as a number.
+                value = wrapped_number(value)
+            cpu_args.append(self._unwrap_value(value, call))
         cpu_kwargs = {}
         for key, value in kwargs.items():
             if key in self._out_names and isinstance(value, torch.Tensor):
-                self._check_device(value)
+                self._unwrap_value(value, call)
                 cpu_kwargs[key] = torch.empty(0, dtype=value.dtype)
                 continue
-            value, seen = self._unwrap_value(value)
-            complex_seen |= seen
-            cpu_kwargs[key] = value
-        return tuple(cpu_args), cpu_kwargs, complex_seen
+            cpu_kwargs[key] = self._unwrap_value(value, call)
+        call.args, call.kwargs = tuple(cpu_args), cpu_kwargs
+        if call.card is None:
+            call.card = current_card()
+        return call
 
-    def _check_device(self, value: torch.Tensor) -> None:
-        if value.device.type != DEVICE_TYPE:
-            raise _mixed(self.name, value)
-
-    def _unwrap_value(self, value: Any) -> tuple[Any, bool]:
+    def _unwrap_value(self, value: Any, call: Call) -> Any:
         if isinstance(value, torch.Tensor):
-            device_type = value.device.type
-            if device_type == DEVICE_TYPE:
-                return as_cpu(value), value.dtype.is_complex
-            if device_type == "cpu" and value.dim() != 0:
-                raise _mixed(self.name, value)
-            return value, value.dtype.is_complex
+            call.complex_seen |= value.dtype.is_complex
+            device = value.device
+            if device.type == DEVICE_TYPE:
+                if call.card is None:
+                    call.card = device.index
+                elif device.index != call.card:
+                    raise _mixed(self.name, torch.device(DEVICE_TYPE, call.card), device)
+                buffer = buffer_of(value)
+                call.buffers.append(buffer)
+                return alias(value, buffer)
+            if device.type == "cpu" and value.dim() != 0:
+                raise _mixed(self.name, torch.device(DEVICE_TYPE, call.card or 0), device)
+            return value
         if isinstance(value, (list, tuple)) and value and any(isinstance(v, torch.Tensor) for v in value):
-            pairs = [self._unwrap_value(v) for v in value]
-            return type(value)(v for v, _ in pairs), any(seen for _, seen in pairs)
+            return type(value)(self._unwrap_value(v, call) for v in value)
         if isinstance(value, torch.device) and value.type == DEVICE_TYPE:
-            return _CPU, False
-        return value, False
+            if call.card is None and value.index is not None:
+                call.card = value.index
+            return _CPU
+        return value
 
-    def wrap(self, result: Any, args: tuple, kwargs: dict, cpu_kwargs: dict) -> Any:
+    def _argument(self, target: tuple, args: tuple, kwargs: dict) -> Any:
+        index, name, kwarg_only = target
+        return kwargs.get(name) if kwarg_only or index >= len(args) else args[index]
+
+    def written_buffers(self, args: tuple, kwargs: dict) -> list:
+        """The device buffers the op writes in place (not its fresh results)."""
+        written = []
+        for target in self._writes:
+            value = self._argument(target, args, kwargs)
+            for tensor in value if isinstance(value, (list, tuple)) else (value,):
+                if isinstance(tensor, torch.Tensor) and tensor.device.type == DEVICE_TYPE:
+                    written.append(buffer_of(tensor))
+        return written
+
+    # -- running -----------------------------------------------------------------------------
+    def execute(self, kernel: Callable | None, args: tuple, kwargs: dict, why_cpu: str) -> Any:
+        """Run (or queue) the op with ``kernel``, or on the CPU when there is none (``why_cpu``)."""
+        call = self.unwrap(args, kwargs)
+        if kernel is not None and call.complex_seen:
+            kernel, why_cpu = None, "complex dtype"
+        if kernel is None:
+            _fallback.record(self.name, why_cpu)
+        compute = functools.partial(self.compute, kernel, call)
+        queue = queues.queue_in_effect(call.card) if self.queueable else None
+        if queue is not None:
+            outputs = _queued.submit(self, queue, compute, call, args, kwargs)
+            if outputs is not _queued.NOT_QUEUED:
+                return outputs
+        _hazards.settle_read(call.buffers)
+        _hazards.settle_write(self.written_buffers(args, kwargs))
+        return self.wrap(compute(), args, kwargs, call)
+
+    def compute(self, kernel: Callable | None, call: Call) -> Any:
+        """The CPU-side result; under the ``seed`` rule a failing kernel falls back to the CPU op
+        (on the arguments as they were before the kernel ran), recorded with the reason."""
+        if kernel is None:
+            return self.op(*call.args, **call.kwargs)
+        if _fallback.active_rule() != _fallback.SEED:
+            return kernel(*call.args, **call.kwargs)
+        written = self._written_aliases(call)
+        saved = [t.clone() for t in written]
+        try:
+            return kernel(*call.args, **call.kwargs)
+        except Exception as exc:  # noqa: BLE001 - the seed rule: any kernel failure runs on the CPU
+            for target, before in zip(written, saved):
+                target.copy_(before)
+            _fallback.record(self.name, f"kernel failed: {type(exc).__name__}: {exc}")
+            return self.op(*call.args, **call.kwargs)
+
+    def _written_aliases(self, call: Call) -> list[torch.Tensor]:
+        written = []
+        for target in self._writes:
+            value = self._argument(target, call.args, call.kwargs)
+            if target[1] not in self._out_names:
+                written += [t for t in (value if isinstance(value, (list, tuple)) else (value,))
+                            if isinstance(t, torch.Tensor)]
+        return written
+
+    # -- results -----------------------------------------------------------------------------
+    def wrap(self, result: Any, args: tuple, kwargs: dict, call: Call) -> Any:
         """Turn the CPU result into ``mlu`` results, honouring the schema's aliasing."""
         for name in self._out_names:
             if isinstance(kwargs.get(name), torch.Tensor):
-                _store_out(kwargs[name], cpu_kwargs[name])
-        for index, name, kwarg_only in self._writes:
-            written = kwargs.get(name) if kwarg_only or index >= len(args) else args[index]
-            self._mark_written(written)
+                _store_out(kwargs[name], call.kwargs[name])
+        self.mark_written(args, kwargs)
         if len(self._return_alias) == 1:
-            return self._wrap_one(result, 0, args, kwargs)
+            return self._wrap_one(result, 0, args, kwargs, call.card)
         if not self._return_alias:
             return None
-        return tuple(self._wrap_one(r, i, args, kwargs) for i, r in enumerate(result))
+        return tuple(self._wrap_one(r, i, args, kwargs, call.card) for i, r in enumerate(result))
 
-    def _wrap_one(self, result: Any, position: int, args: tuple, kwargs: dict) -> Any:
+    def mark_written(self, args: tuple, kwargs: dict) -> None:
+        for buffer in self.written_buffers(args, kwargs):
+            buffer.generation += 1
+
+    def _wrap_one(self, result: Any, position: int, args: tuple, kwargs: dict, card: int) -> Any:
         target = self._return_alias[position]
         if target is not None:
-            index, name, kwarg_only = target
-            base = kwargs.get(name) if kwarg_only or index >= len(args) else args[index]
+            base = self._argument(target, args, kwargs)
             if not self._return_is_view[position]:
                 return base
-            return _view_like(base, result)
-        return _wrap_fresh(result)
-
-    @staticmethod
-    def _mark_written(value: Any) -> None:
-        if isinstance(value, torch.Tensor):
-            if value.device.type == DEVICE_TYPE:
-                buffer_of(value).generation += 1
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                OpRunner._mark_written(v)
+            return _view_like(base, result, card)
+        return _wrap_fresh(result, card)
 
 
 def _store_out(device_out: torch.Tensor, cpu_out: torch.Tensor) -> None:
     """Give an ``out=`` device tensor the CPU result's shape (as CPU ``out=`` does) and values."""
+    from mluverify.device._storage import resize_device
+
     if device_out.shape != cpu_out.shape:
-        _storage.resize_device(device_out, cpu_out.shape)
-    as_cpu(device_out).copy_(cpu_out)
+        resize_device(device_out, cpu_out.shape)
+    alias(device_out).copy_(cpu_out)
 
 
-def _view_like(base: Any, result: Any) -> Any:
+def _view_like(base: Any, result: Any, card: int) -> Any:
     """``mlu`` views of ``base`` with the geometry of the CPU view(s) ``result``."""
     if isinstance(result, torch.Tensor):
         if isinstance(base, (list, tuple)):
-            return _wrap_fresh(result.clone())
+            return _wrap_fresh(result.clone(), card)
         return device_view(base, result.size(), result.stride(), result.storage_offset())
-    return [_view_like(base, r) for r in result]
+    return [_view_like(base, r, card) for r in result]
 
 
-def _wrap_fresh(result: Any) -> Any:
-    """Adopt freshly computed CPU tensors (in lists and tuples too) as ``mlu`` tensors."""
+def _wrap_fresh(result: Any, card: int) -> Any:
+    """Adopt freshly computed CPU tensors (in lists and tuples too) as ``mlu`` tensors on ``card``."""
     if isinstance(result, torch.Tensor):
-        return wrap_cpu(result)
+        return wrap_cpu(result, card)
     if isinstance(result, (list, tuple)):
-        return type(result)(_wrap_fresh(r) for r in result)
+        return type(result)(_wrap_fresh(r, card) for r in result)
     return result
 
 
@@ -195,9 +288,9 @@ def runner_for(op: torch._ops.OpOverload) -> OpRunner:
 
 def _fallback_kernel(op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     runner = runner_for(op)
-    cpu_args, cpu_kwargs, _ = runner.unwrap(args, kwargs)
-    _fallback.record(runner.name, "no MLU kernel")
-    return runner.wrap(op(*cpu_args, **cpu_kwargs), args, kwargs, cpu_kwargs)
+    if _fallback.active_rule() == _fallback.SEED:
+        raise _fallback.not_declared(runner.name)
+    return runner.execute(None, args, kwargs, "no MLU kernel")
 
 
 def make_kernel_impl(op: torch._ops.OpOverload, select: Callable[[], Callable | None]) -> Callable:
@@ -209,12 +302,7 @@ def make_kernel_impl(op: torch._ops.OpOverload, select: Callable[[], Callable | 
     runner = runner_for(op)
 
     def impl(*args: Any, **kwargs: Any) -> Any:
-        cpu_args, cpu_kwargs, complex_seen = runner.unwrap(args, kwargs)
-        kernel = select()
-        if kernel is None or complex_seen:
-            _fallback.record(runner.name, "complex dtype" if complex_seen else "no MLU kernel for this mode")
-            kernel = op
-        return runner.wrap(kernel(*cpu_args, **cpu_kwargs), args, kwargs, cpu_kwargs)
+        return runner.execute(select(), args, kwargs, "no MLU kernel for this mode")
 
     return impl
 

@@ -2,15 +2,21 @@
 
 These are the device, not computation, so they are never counted as CPU fallbacks. View ops
 reuse torch's device-agnostic C++ view kernels (they only touch sizes, strides and the
-storage), reached by redispatching to the CPU key.
+storage), reached by redispatching to the CPU key. Allocations go to the card the ``device``
+argument names (no index: the current card).
+
+Copies run at once, after the queued work they read or overwrite, except inside
+``with Queue(i):`` for a copy between cards or a ``non_blocking`` copy from or to pinned host
+memory: those are queued, as on CUDA (a ``non_blocking`` copy to the host is complete only
+after the queue is synchronised).
 """
 from __future__ import annotations
 
 import torch
 
-from mluverify.device import _storage
+from mluverify.device import _hazards, _storage, queues
 from mluverify.device._dispatch import register_op_impl
-from mluverify.device._storage import DEVICE_TYPE, as_cpu, buffer_of, empty_device, resize_device
+from mluverify.device._storage import DEVICE_TYPE, alias, as_cpu, buffer_of, empty_device, resize_device
 
 _CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 
@@ -38,24 +44,51 @@ def _cpu_kernel_impl(op: torch._ops.OpOverload):
     return impl
 
 
+def _card(device: torch.device | None) -> int | None:
+    return None if device is None else device.index
+
+
 def _empty_memory_format(size, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     dtype = dtype or torch.get_default_dtype()
     cpu = torch.empty(size, dtype=dtype, memory_format=memory_format or torch.contiguous_format)
-    return _storage.wrap_cpu(cpu)
+    return _storage.wrap_cpu(cpu, _card(device))
 
 
 def _empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
-    return empty_device(size, dtype or torch.get_default_dtype(), stride)
+    return empty_device(size, dtype or torch.get_default_dtype(), stride, _card(device))
 
 
-def _cpu_side(t: torch.Tensor) -> torch.Tensor:
-    return as_cpu(t) if t.device.type == DEVICE_TYPE else t
+def _buffers(*tensors: torch.Tensor) -> list:
+    return [buffer_of(t) for t in tensors if t.device.type == DEVICE_TYPE]
+
+
+def _copy_queue(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool) -> queues.Queue | None:
+    """The queue this copy goes on, if it is queued (see the module docstring)."""
+    on_device = [t for t in (dst, src) if t.device.type == DEVICE_TYPE]
+    host = [t for t in (dst, src) if t.device.type == "cpu"]
+    if not (len(on_device) == 2 or (non_blocking and host and host[0].is_pinned())):
+        return None
+    return queues.queue_in_effect(on_device[0].device.index)
+
+
+def _copy(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """Copy through CPU aliases (the caller has ordered itself after the work on them)."""
+    (alias(dst) if dst.device.type == DEVICE_TYPE else dst).copy_(alias(src) if src.device.type == DEVICE_TYPE else src)
+    if dst.device.type == DEVICE_TYPE:
+        buffer_of(dst).generation += 1
 
 
 def _copy_from(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
-    _cpu_side(dst).copy_(_cpu_side(src))
-    if dst.device.type == DEVICE_TYPE:
-        buffer_of(dst).generation += 1
+    reads, writes = _buffers(src), _buffers(dst)
+    queue = _copy_queue(src, dst, non_blocking)
+    if queue is not None:
+        # The geometry is taken now, as a queued op's arguments are.
+        frozen = [t.as_strided(t.size(), t.stride(), t.storage_offset()) for t in (src, dst)]
+        queue.submit("aten::_copy_from", lambda: _copy(*frozen), reads, writes)
+        return dst
+    _hazards.settle_read(reads)
+    _hazards.settle_write(writes)
+    _copy(src, dst)
     return dst
 
 

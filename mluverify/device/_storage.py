@@ -1,14 +1,15 @@
-"""Device memory of the emulated MLU: CPU buffers behind ``mlu`` storages.
+"""Device memory of the emulated MLU: CPU buffers behind ``mlu`` storages, one pool per card.
 
-An ``mlu`` tensor's storage is a real torch ``StorageImpl`` on device ``mlu:0`` whose data
+An ``mlu`` tensor's storage is a real torch ``StorageImpl`` on device ``mlu:<card>`` whose data
 pointer is the address of a CPU buffer owned here (torch gives a Python back end no allocator,
 so the storage is built from a data pointer and does not own it). The buffer lives in
 ``_BUFFERS`` keyed by the storage's identity and is dropped by a finalizer when torch frees
 the storage, so views made by C++ view kernels (which share the storage without calling
 Python) always find their data, and the memory statistics count live storages exactly.
 
-``as_cpu(t)`` is a CPU tensor aliasing ``t``'s bytes (same size, stride, offset, dtype);
-``wrap_cpu(c)`` adopts a CPU tensor's memory as a new ``mlu`` tensor without copying.
+``as_cpu(t)`` is a CPU tensor aliasing ``t``'s bytes (same size, stride, offset, dtype), once
+the queued work on them is finished (``_hazards``); ``wrap_cpu(c)`` adopts a CPU tensor's
+memory as a new ``mlu`` tensor without copying.
 """
 from __future__ import annotations
 
@@ -19,34 +20,41 @@ from dataclasses import dataclass
 
 import torch
 
+from mluverify.device import _hazards
 from mluverify.device._backend import DEVICE_TYPE
-DEVICE = torch.device(DEVICE_TYPE, 0)
+
 _CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 _set_storage = torch.ops.aten.set_.source_Storage_storage_offset._handle
 _as_strided = torch.ops.aten.as_strided.default._handle
-_new_device_tensor = torch._C._acc.create_empty_tensor
+_empty_on_card = torch.ops.mluverify_native.empty_on
 _storage_from_pointer = torch._C._construct_storage_from_data_pointer
+CARDS = torch.ops.mluverify_native.cards()
+DEVICES = tuple(torch.device(DEVICE_TYPE, card) for card in range(CARDS))
 
 
 class _Buffer:
-    """The CPU memory behind one ``mlu`` storage, and how often the device wrote it.
+    """The CPU memory behind one ``mlu`` storage, its card, and how often the device wrote it.
 
     ``serial`` is unique for the process lifetime (addresses and storage ids are reused).
+    ``last_write`` / ``reads``: the queued tasks writing / reading it (see ``_hazards``).
     """
 
-    __slots__ = ("cpu_storage", "nbytes", "generation", "serial")
+    __slots__ = ("cpu_storage", "nbytes", "generation", "serial", "card", "last_write", "reads")
 
-    def __init__(self, cpu_storage: torch.UntypedStorage, nbytes: int) -> None:
+    def __init__(self, cpu_storage: torch.UntypedStorage, nbytes: int, card: int) -> None:
         self.cpu_storage = cpu_storage
         self.nbytes = nbytes
         self.generation = 0
         self.serial = next(_serials)
+        self.card = card
+        self.last_write = None
+        self.reads: list = []
 
 
 @dataclass(frozen=True)
 class MemoryStats:
-    """Byte counts of live ``mlu`` storages (the emulated device has no caching allocator,
-    so reserved equals allocated)."""
+    """Byte counts of one card's live ``mlu`` storages (the emulated device has no caching
+    allocator, so reserved equals allocated)."""
 
     allocated: int
     max_allocated: int
@@ -58,16 +66,15 @@ release_listeners: list = []
 _BUFFERS: dict[int, _Buffer] = {}
 _BY_POINTER: dict[int, _Buffer] = {}
 _lock = threading.Lock()
-_allocated = 0
-_max_allocated = 0
+_allocated = [0] * CARDS  # bytes per card
+_max_allocated = [0] * CARDS
 
 
 def _release(key: int) -> None:
-    global _allocated
     with _lock:
         buffer = _BUFFERS.pop(key, None)
         if buffer is not None:
-            _allocated -= buffer.nbytes
+            _allocated[buffer.card] -= buffer.nbytes
             pointer = buffer.cpu_storage.data_ptr()
             if _BY_POINTER.get(pointer) is buffer:
                 del _BY_POINTER[pointer]
@@ -76,17 +83,16 @@ def _release(key: int) -> None:
             listener(buffer.serial)
 
 
-def _adopt(cpu_storage: torch.UntypedStorage, nbytes: int | None = None) -> torch.UntypedStorage:
-    """A new ``mlu`` storage over ``cpu_storage``'s bytes (the first ``nbytes`` of them),
-    registered and accounted."""
-    global _allocated, _max_allocated
+def _adopt(cpu_storage: torch.UntypedStorage, card: int, nbytes: int | None = None) -> torch.UntypedStorage:
+    """A new ``mlu`` storage on ``card`` over ``cpu_storage``'s bytes (the first ``nbytes`` of
+    them), registered and accounted."""
     nbytes = cpu_storage.nbytes() if nbytes is None else nbytes
-    device_storage = _storage_from_pointer(cpu_storage.data_ptr(), DEVICE, nbytes)
+    device_storage = _storage_from_pointer(cpu_storage.data_ptr(), DEVICES[card], nbytes)
     key = device_storage._cdata
     with _lock:
-        _BUFFERS[key] = _BY_POINTER[cpu_storage.data_ptr()] = _Buffer(cpu_storage, nbytes)
-        _allocated += nbytes
-        _max_allocated = max(_max_allocated, _allocated)
+        _BUFFERS[key] = _BY_POINTER[cpu_storage.data_ptr()] = _Buffer(cpu_storage, nbytes, card)
+        _allocated[card] += nbytes
+        _max_allocated[card] = max(_max_allocated[card], _allocated[card])
     # The storage's Python object lives exactly as long as the StorageImpl (torch preserves it),
     # so its finalizer runs when the last tensor or view on it is gone.
     weakref.finalize(device_storage, _release, key)
@@ -94,32 +100,39 @@ def _adopt(cpu_storage: torch.UntypedStorage, nbytes: int | None = None) -> torc
 
 
 def _on_storage(device_storage: torch.UntypedStorage, dtype: torch.dtype, size, stride, offset: int) -> torch.Tensor:
-    tensor = _new_device_tensor([0], dtype)
+    tensor = _empty_on_card(device_storage.device.index, dtype)
     _set_storage.redispatch_boxed(_CPU_KEYS, tensor, device_storage, offset, size, stride)
     return tensor
 
 
-def wrap_cpu(cpu: torch.Tensor) -> torch.Tensor:
-    """An ``mlu`` tensor over ``cpu``'s memory (same size, stride, offset), without a copy.
+def current_card() -> int:
+    """The calling thread's current card (``set_device``; a Queue's card inside its block)."""
+    return torch.accelerator.current_device_index()
+
+
+def wrap_cpu(cpu: torch.Tensor, card: int | None = None) -> torch.Tensor:
+    """An ``mlu`` tensor on ``card`` (default: the current card) over ``cpu``'s memory (same
+    size, stride, offset), without a copy.
 
     The device takes the memory over: the caller must not write ``cpu`` afterwards.
     """
     if cpu.device.type != "cpu":
         raise ValueError(f"wrap_cpu expects a CPU tensor, got one on {cpu.device}")
+    card = current_card() if card is None else card
     storage = cpu.untyped_storage()
     if storage.nbytes() == 0:
         # A zero-byte storage may have a null data pointer; give it one byte of its own.
-        device_storage = _adopt(torch.empty(1, dtype=torch.uint8).untyped_storage(), 0)
+        device_storage = _adopt(torch.empty(1, dtype=torch.uint8).untyped_storage(), card, 0)
     else:
-        device_storage = _adopt(storage)
+        device_storage = _adopt(storage, card)
     return _on_storage(device_storage, cpu.dtype, cpu.size(), cpu.stride(), cpu.storage_offset())
 
 
-def empty_device(size, dtype: torch.dtype, stride=None) -> torch.Tensor:
-    """A new uninitialised ``mlu`` tensor (contiguous unless ``stride`` is given)."""
+def empty_device(size, dtype: torch.dtype, stride=None, card: int | None = None) -> torch.Tensor:
+    """A new uninitialised ``mlu`` tensor on ``card`` (contiguous unless ``stride`` is given)."""
     if stride is None:
-        return wrap_cpu(torch.empty(size, dtype=dtype))
-    return wrap_cpu(torch.empty_strided(size, stride, dtype=dtype))
+        return wrap_cpu(torch.empty(size, dtype=dtype), card)
+    return wrap_cpu(torch.empty_strided(size, stride, dtype=dtype), card)
 
 
 def device_view(base: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
@@ -145,13 +158,24 @@ def buffer_of(t: torch.Tensor) -> _Buffer:
 
 
 def as_cpu(t: torch.Tensor) -> torch.Tensor:
-    """A CPU tensor aliasing ``t``'s device memory, with ``t``'s size, stride, offset and dtype.
+    """A CPU tensor aliasing ``t``'s device memory, with ``t``'s size, stride, offset and dtype,
+    once no queued op reads or writes that memory any more.
 
     Writes through it change ``t``; call ``mark_written(t)`` after such a write so caches keyed
-    by the storage (e.g. reduced-precision weights) see the change.
+    by the storage (e.g. reduced-precision weights) see the change. Raises the failure of the
+    queued op that should have produced ``t`` (``QueuedOpError``).
     """
+    buffer = buffer_of(t)
+    _hazards.settle_read((buffer,))
+    _hazards.settle_write((buffer,))
+    return alias(t, buffer)
+
+
+def alias(t: torch.Tensor, buffer: _Buffer | None = None) -> torch.Tensor:
+    """``as_cpu`` without waiting: for code that has already ordered itself after the queued
+    work (ops, and queued ops on their worker)."""
     cpu = torch.empty(0, dtype=t.dtype)
-    return cpu.set_(buffer_of(t).cpu_storage, t.storage_offset(), t.size(), t.stride())
+    return cpu.set_((buffer or buffer_of(t)).cpu_storage, t.storage_offset(), t.size(), t.stride())
 
 
 def buffer_by_cpu_pointer(pointer: int) -> _Buffer | None:
@@ -178,16 +202,18 @@ def generation(t: torch.Tensor) -> int:
 
 
 def resize_device(t: torch.Tensor, size, memory_format=None) -> torch.Tensor:
-    """``resize_`` for an ``mlu`` tensor: keeps the data that fits, grows the storage if needed."""
+    """``resize_`` for an ``mlu`` tensor: keeps the data that fits, grows the storage if needed
+    (after the queued work on the old storage is finished)."""
     needed = torch.empty(0, dtype=t.dtype).resize_(size, memory_format=memory_format)
     required = (t.storage_offset() + _span(needed)) * t.element_size()
     storage = t.untyped_storage()
     if required > storage.nbytes():
         grown = torch.empty(required, dtype=torch.uint8)
-        old = buffer_of(t).cpu_storage
-        kept = min(old.nbytes(), storage.nbytes())
-        grown[:kept].copy_(torch.empty(0, dtype=torch.uint8).set_(old, 0, (kept,), (1,)))
-        storage = _adopt(grown.untyped_storage())
+        buffer = buffer_of(t)
+        _hazards.settle_write((buffer,))
+        kept = min(buffer.cpu_storage.nbytes(), storage.nbytes())
+        grown[:kept].copy_(torch.empty(0, dtype=torch.uint8).set_(buffer.cpu_storage, 0, (kept,), (1,)))
+        storage = _adopt(grown.untyped_storage(), buffer.card)
     _set_storage.redispatch_boxed(_CPU_KEYS, t, storage, t.storage_offset(), needed.size(), needed.stride())
     return t
 
@@ -199,11 +225,10 @@ def _span(t: torch.Tensor) -> int:
     return 1 + sum((n - 1) * s for n, s in zip(t.size(), t.stride()))
 
 
-def memory_stats() -> MemoryStats:
-    return MemoryStats(_allocated, _max_allocated)
+def memory_stats(card: int) -> MemoryStats:
+    return MemoryStats(_allocated[card], _max_allocated[card])
 
 
-def reset_peak() -> None:
-    global _max_allocated
+def reset_peak(card: int) -> None:
     with _lock:
-        _max_allocated = _allocated
+        _max_allocated[card] = _allocated[card]

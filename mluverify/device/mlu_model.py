@@ -1,11 +1,13 @@
 """The runtime API of the emulated MLU, in the shape of ``torch_mlu.core.mlu_model``.
 
-One emulated device (index 0). Ops run synchronously, so a ``Queue`` is always idle when
-queried and ``synchronize`` returns at once; queues still switch and restore like the real
-ones. Memory figures are real byte counts of live ``mlu`` storages; ``memory_reserved`` adds
-the cached reduced-precision weights, which ``empty_cache`` drops. Core number and input
-format are recorded and validated; they do not change numerics (results are deterministic for
-any core number). The core version selects the numerics profile.
+Cards: ``MLUVERIFY_DEVICE_COUNT`` / ``[tool.mluverify] device_count`` (default 1); the current
+card is per thread (``set_device``). ``Queue(i)`` queues card ``i``'s ops asynchronously inside
+its ``with`` block (``mluverify.device.queues``); outside, ops run synchronously. Memory
+figures are real byte counts of each card's live ``mlu`` storages; ``memory_reserved`` adds
+the cached reduced-precision weights, which ``empty_cache`` drops. The core version, core
+number and matmul precision are the numerics settings (``mluverify.device.numerics``): the
+core number splits fused programs' reductions (deterministically); the input format is
+recorded and validated.
 """
 from __future__ import annotations
 
@@ -14,52 +16,60 @@ from typing import Iterator
 
 import torch
 
-from mluverify.device import _storage, _weight_cache, kernels, numerics
+from mluverify.device import _storage, _weight_cache, kernels, numerics, queues
+from mluverify.device.queues import Queue, check_card
 from mluverify.errors import valid_choice
 
-CORE_NUMBERS: tuple[int, ...] = (1, 4, 16)
+CORE_NUMBERS: tuple[int, ...] = numerics.CORE_NUMBERS
+MATMUL_PRECISIONS: tuple[str, ...] = numerics.MATMUL_PRECISIONS
 INPUT_FORMATS: dict[int, str] = {0: "RGB", 1: "RGBA", 2: "ARGB"}
-DEVICE_INDICES: tuple[int, ...] = (-1, 0)  # -1: the current device
 
 
 class _Settings:
-    core_number: int = 1
     input_format: int = 1  # RGBA, the documented default
     can_fuse: bool = True
 
 
-def _check_device_index(device_index: int) -> int:
-    if device_index not in DEVICE_INDICES:
-        raise valid_choice("MLU device index", device_index, DEVICE_INDICES)
-    return 0
-
-
 def mlu_device(n: int = -1) -> torch.device:
-    """The ``mlu`` device (index ``n``; -1 is the current device)."""
-    return torch.device(_storage.DEVICE_TYPE, _check_device_index(n))
+    """The ``mlu`` device of card ``n`` (-1: the current card); ValueError lists the valid ones."""
+    return torch.device(_storage.DEVICE_TYPE, check_card(n))
 
 
 def set_device(device_index: int) -> None:
-    _check_device_index(device_index)
+    """Make card ``device_index`` current for this thread (-1: keep the current one)."""
+    torch.accelerator.set_device_index(check_card(device_index))
 
 
 def current_device() -> int:
-    return 0
+    """The calling thread's current card."""
+    return _storage.current_card()
 
 
 def device_count() -> int:
-    return 1
+    """The number of emulated cards."""
+    return _storage.CARDS
 
 
 def set_core_number(core_number: int) -> None:
-    """Cores per op (1, 4 or 16); ValueError lists the valid numbers."""
-    if core_number not in CORE_NUMBERS or isinstance(core_number, bool):
-        raise valid_choice("MLU core number", core_number, CORE_NUMBERS)
-    _Settings.core_number = core_number
+    """Cores a fused (inference) program's reductions are split across: 1, 4 or 16 (the seeds:
+    it "applies only to inference mode"; layer by layer always uses
+    ``numerics.LAYER_BY_LAYER_CORES``); ValueError lists the valid numbers."""
+    numerics.set_core_number(core_number)
 
 
 def get_core_number() -> int:
-    return _Settings.core_number
+    return numerics.active_settings().core_number
+
+
+def set_matmul_precision(precision: str) -> None:
+    """What MLU270's conv / matmul ops quantize their inputs to: ``"int16"`` (default),
+    ``"int8"``, ``"int31"`` or ``"float"`` (unquantized float32); also the environment variable
+    ``MLUVERIFY_MATMUL_PRECISION``. ValueError lists the valid values."""
+    numerics.set_matmul_precision(precision)
+
+
+def get_matmul_precision() -> str:
+    return numerics.active_settings().matmul_precision
 
 
 def set_core_version(core_version: str) -> None:
@@ -68,7 +78,7 @@ def set_core_version(core_version: str) -> None:
 
 
 def get_core_version() -> str:
-    return numerics.active_profile().core_version
+    return numerics.active_core_version()
 
 
 def set_input_format(input_format: int) -> None:
@@ -96,64 +106,42 @@ def get_running_mode() -> str:
     return kernels.active_mode()
 
 
-class Queue:
-    """A task queue of ``device_index``; ``with Queue(0):`` makes it current, then restores."""
-
-    def __init__(self, device_index: int = -1) -> None:
-        self.device_index = _check_device_index(device_index)
-        self._previous: list[Queue] = []
-
-    def query(self) -> bool:
-        """True: every task has finished (the emulated device runs ops synchronously)."""
-        return True
-
-    def synchronize(self) -> None:
-        """Wait for the queue's tasks (none are ever pending)."""
-
-    def __enter__(self) -> "Queue":
-        self._previous.append(_QueueState.current)
-        _QueueState.current = self
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        _QueueState.current = self._previous.pop()
-
-    def __repr__(self) -> str:
-        return f"Queue(device_index={self.device_index})"
-
-
-class _QueueState:
-    current: Queue = Queue(0)
-
-
-def current_queue() -> Queue:
-    return _QueueState.current
+def current_queue(device_index: int = -1) -> Queue:
+    """The queue in effect for card ``device_index`` (-1: the current card): the innermost
+    ``with Queue`` block's, else the card's default (synchronous) queue."""
+    return queues.current_queue(check_card(device_index))
 
 
 def synchronize(device_index: int = -1) -> None:
-    _check_device_index(device_index)
+    """Wait for every queue of the card; raise the first failure among them."""
+    queues.synchronize_card(check_card(device_index))
+
+
+def reset_device(device_index: int = -1) -> None:
+    """Reset a card: its queued work finishes, its failures are dropped, its queues are retired
+    (using one afterwards raises ``QueueResetError``) and its peak memory restarts."""
+    card = check_card(device_index)
+    queues.reset_card(card)
+    _storage.reset_peak(card)
 
 
 def memory_allocated(device_index: int = -1) -> int:
-    """Bytes of live ``mlu`` storages."""
-    _check_device_index(device_index)
-    return _storage.memory_stats().allocated
+    """Bytes of the card's live ``mlu`` storages."""
+    return _storage.memory_stats(check_card(device_index)).allocated
 
 
 def max_memory_allocated(device_index: int = -1) -> int:
-    _check_device_index(device_index)
-    return _storage.memory_stats().max_allocated
+    return _storage.memory_stats(check_card(device_index)).max_allocated
 
 
 def reset_max_memory_allocated(device_index: int = -1) -> None:
-    _check_device_index(device_index)
-    _storage.reset_peak()
+    _storage.reset_peak(check_card(device_index))
 
 
 def memory_reserved(device_index: int = -1) -> int:
-    """Allocated bytes plus the cached reduced-precision weights (dropped by ``empty_cache``)."""
-    _check_device_index(device_index)
-    return _storage.memory_stats().allocated + _weight_cache.held_bytes()
+    """The card's allocated bytes plus the cached prepared weights (quantized / rounded copies,
+    host memory shared by all cards, so counted with each; dropped by ``empty_cache``)."""
+    return _storage.memory_stats(check_card(device_index)).allocated + _weight_cache.held_bytes()
 
 
 def empty_cache() -> None:
@@ -162,13 +150,9 @@ def empty_cache() -> None:
 
 @contextlib.contextmanager
 def core_version(version: str) -> Iterator[numerics.NumericsProfile]:
-    """Temporarily select another core version (numerics profile)."""
-    previous = get_core_version()
-    profile = numerics.set_core_version(version)
-    try:
-        yield profile
-    finally:
-        numerics.set_core_version(previous)
+    """Run the ``with`` block as core version ``version`` (numerics profile); restored after."""
+    with numerics.numerics_settings(core_version=version) as settings:
+        yield settings.profile
 
 
 # The seeds' training API (mluverify.device.training), where the seeds call it: ct.set_cnml_enabled, ct.to.

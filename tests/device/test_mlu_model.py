@@ -10,10 +10,16 @@ from mluverify.device import mlu_model as ct
 
 
 def test_device_helpers():
+    # mluverify's own tests run with two emulated cards (tests/conftest.py).
     assert ct.mlu_device() == torch.device("mlu:0")
-    assert torch.ones(2).to(ct.mlu_device()).device.type == "mlu"
-    assert ct.device_count() == 1 and ct.current_device() == 0
-    ct.set_device(0)
+    assert torch.ones(2).to(ct.mlu_device()).device == torch.device("mlu:0")
+    assert ct.device_count() == 2 and ct.current_device() == 0
+    ct.set_device(1)
+    try:
+        assert ct.current_device() == 1 and ct.mlu_device() == torch.device("mlu:1")
+        assert torch.ones(2).to("mlu").device == torch.device("mlu:1"), "'mlu' means the current card"
+    finally:
+        ct.set_device(0)
 
 
 @pytest.mark.parametrize("setter, bad, listed", [
@@ -21,8 +27,10 @@ def test_device_helpers():
     (ct.set_core_number, True, "1, 4, 16"),
     (ct.set_core_version, "MLU290", "'MLU270', 'MLU370'"),
     (ct.set_input_format, 3, "0, 1, 2"),
-    (ct.set_device, 1, "-1, 0"),
-    (ct.mlu_device, 5, "-1, 0"),
+    (ct.set_device, 2, "-1, 0, 1"),
+    (ct.mlu_device, 5, "-1, 0, 1"),
+    (ct.Queue, -2, "-1, 0, 1"),
+    (ct.memory_allocated, 7, "-1, 0, 1"),
 ])
 def test_invalid_settings_raise_value_error_listing_valid_values(setter, bad, listed):
     with pytest.raises(ValueError, match=f"valid: {listed}"):
@@ -54,18 +62,20 @@ def test_fusion_flag_and_running_mode():
         assert ct.get_running_mode() == "cnml"
 
 
-def test_queue_switches_and_restores_the_current_queue():
+def test_queue_switches_and_restores_the_current_queue_and_card():
     default = ct.current_queue()
+    assert default.asynchronous is False and default.query() is True
     with ct.Queue(0) as outer:
         assert ct.current_queue() is outer
-        with ct.Queue() as inner:
-            assert ct.current_queue() is inner
+        with ct.Queue(1) as inner:
+            assert ct.current_device() == 1 and ct.current_queue() is inner
+            assert ct.current_queue(0) is outer, "each card has its own queue in effect"
             x = torch.abs(torch.randn(8).to("mlu"))
-            assert inner.query() is True
             inner.synchronize()
-        assert ct.current_queue() is outer
+            assert inner.query() is True
+        assert ct.current_queue() is outer and ct.current_device() == 0
     assert ct.current_queue() is default
-    assert (x.cpu() >= 0).all()
+    assert x.device == torch.device("mlu:1") and (x.cpu() >= 0).all()
     ct.synchronize()
 
 

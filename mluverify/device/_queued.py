@@ -1,0 +1,107 @@
+"""Queuing one op: its outputs now (from torch's meta kernels), its computation on the worker.
+
+An op can be queued when torch can tell its outputs' shapes, dtypes and strides without its
+data: it runs on meta tensors; the fresh outputs are allocated on the card right away and the
+caller gets them (or, for an in-place op, its argument) at once. On the worker the kernel runs
+on the CPU aliases taken when the op was issued, and each fresh result is copied into its
+output. An op whose outputs depend on its data (``nonzero``, ``masked_select``), or that has no
+meta kernel, is not queued: ``submit`` returns ``NOT_QUEUED`` and the caller runs it at once,
+after the work it depends on.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+from mluverify.device._storage import DEVICE_TYPE, alias, buffer_of, empty_device
+
+if TYPE_CHECKING:
+    from mluverify.device._dispatch import Call, OpRunner
+    from mluverify.device.queues import Queue
+
+NOT_QUEUED = object()
+_META = torch.device("meta")
+# Ops whose meta kernel torch registers under another overload with the same arguments.
+_META_EQUIVALENTS = {torch.ops.aten.convolution_overrideable.default: torch.ops.aten.convolution.default}
+_EMPTY = torch.empty(0, device=_META)
+
+
+def _eval_batch_norm_stats(results: tuple, args: tuple, kwargs: dict) -> tuple:
+    """Batch norm in eval mode: the CPU kernels return empty saved statistics, meta full ones."""
+    training = kwargs.get("training", args[5] if len(args) > 5 else False)
+    return results if training else (results[0], _EMPTY.to(results[1].dtype), _EMPTY.to(results[2].dtype))
+
+
+# Where torch's CPU kernels and meta kernels disagree on a result's shape: the CPU's shapes.
+_CPU_SHAPES = {
+    torch.ops.aten.native_batch_norm.default: _eval_batch_norm_stats,
+    torch.ops.aten._native_batch_norm_legit_no_training.default:
+        lambda results, args, kwargs: _eval_batch_norm_stats(results, args[:5] + (False,), {}),
+}
+
+
+def _to_meta(value: Any) -> Any:
+    """Device tensors as meta tensors; CPU tensors (0-dim operands) stay: meta kernels accept them."""
+    if isinstance(value, torch.Tensor) and value.device.type == DEVICE_TYPE:
+        return torch.empty_strided(value.size(), value.stride(), dtype=value.dtype, device=_META)
+    if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+        return type(value)(_to_meta(v) for v in value)
+    if isinstance(value, torch.device) and value.type == DEVICE_TYPE:
+        return _META
+    return value
+
+
+def meta_results(runner: "OpRunner", args: tuple, kwargs: dict) -> tuple | None:
+    """The op's results computed on meta tensors (one per schema return), or None when torch
+    cannot tell them without the data."""
+    from mluverify.device._dispatch import wrapped_number
+
+    meta_args = [wrapped_number(v) if isinstance(v, (bool, int, float, complex)) and i in runner._tensor_positions
+                 else _to_meta(v) for i, v in enumerate(args)]
+    meta_kwargs = {k: _to_meta(v) for k, v in kwargs.items()}
+    try:
+        result = _META_EQUIVALENTS.get(runner.op, runner.op)(*meta_args, **meta_kwargs)
+    except Exception:  # noqa: BLE001 - no meta kernel, data-dependent shape, bad arguments: run now
+        return None
+    results = (result,) if isinstance(result, torch.Tensor) else tuple(result or ())
+    correct = _CPU_SHAPES.get(runner.op)
+    return results if correct is None else correct(results, args, kwargs)
+
+
+def submit(runner: "OpRunner", queue: "Queue", compute: Callable[[], Any], call: "Call",
+           args: tuple, kwargs: dict) -> Any:
+    """Queue the op on ``queue``; its outputs, or ``NOT_QUEUED`` when it must run now."""
+    planned = meta_results(runner, args, kwargs)
+    if planned is None:
+        return NOT_QUEUED
+    outputs, fresh = [], []
+    for position, meta in enumerate(planned):
+        target = runner._return_alias[position]
+        if target is None:
+            output = empty_device(meta.size(), meta.dtype, meta.stride(), call.card)
+            fresh.append((position, output))
+        else:
+            output = runner._argument(target, args, kwargs)
+        outputs.append(output)
+    written = runner.written_buffers(args, kwargs)
+
+    def run() -> None:
+        result = compute()
+        results = (result,) if isinstance(result, torch.Tensor) else tuple(result or ())
+        for position, output in fresh:
+            _fill(runner.name, output, results[position])
+        for buffer in written:
+            buffer.generation += 1
+
+    queue.submit(runner.name, run, call.buffers, written + [buffer_of(o) for _, o in fresh])
+    if not outputs:
+        return None
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def _fill(op_name: str, output: torch.Tensor, result: torch.Tensor) -> None:
+    if result.shape != output.shape or result.dtype != output.dtype:
+        raise RuntimeError(f"{op_name}: the kernel returned {result.dtype} {list(result.shape)} where torch's "
+                           f"meta kernel gave {output.dtype} {list(output.shape)}")
+    alias(output).copy_(result)
