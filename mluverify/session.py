@@ -241,6 +241,7 @@ def make_record(run_id: str, case: Case, verdict: Verdict | None, execution: Exe
         "device_error": device_error,
         "reference_error": reference_error,
         "error_ratio": _ratio(device_error, reference_error),
+        "worst": "; ".join(f"{index}: {a:.6g} vs {e:.6g}" for index, a, e in verdict.worst) if verdict else "",
     }
 
 

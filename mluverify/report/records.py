@@ -75,6 +75,7 @@ COLUMNS: dict[str, str] = {
     "recompiles": "int64",
     "model": "string",             # captured cases: the model and the call site they came from
     "call_site": "string",
+    "worst": "string",             # the worst elements of a failed comparison: "index: actual vs expected; ..."
 }
 # Columns a back end may fill through ``Execution.info`` (see mluverify.backends).
 PROVENANCE_COLUMNS = ("device_impl", "core_version", "core_number", "compile_s", "graph_breaks", "recompiles")
@@ -304,8 +305,9 @@ MERGE_SAME_KEYS = ("mluverify_version", "torch_version", "git_revision")
 
 def merge_runs(sources: Iterable[Path], into: Path) -> Path:
     """Merge run directories (e.g. the slices CI ran on several machines) into the run directory
-    ``into``: their records (merged or still in shards), metadata naming each source, and the
-    union of their selected tests. The sources are only read.
+    ``into``: their records (merged or still in shards) and metadata naming each source. The
+    sources are only read. The merged run is gated as a whole (no selection is kept): a slice
+    that did not make it into the merge shows as missing cases, not as a smaller suite.
 
     Refuses (RecordsError) runs of different versions (``MERGE_SAME_KEYS``) and a case id found
     in more than one run, naming them.
@@ -319,20 +321,7 @@ def merge_runs(sources: Iterable[Path], into: Path) -> Path:
     _check_disjoint(runs, tables)
     merged_metadata = _merged_metadata(runs, metadata)
     write_metadata(into, merged_metadata)
-    selected = _merged_selection([read_selected(run) for run in runs], metadata)
-    if selected is not None:
-        write_selected(into, selected)
     return write_records(into, pa.concat_tables(tables), merged_metadata)
-
-
-def _merged_selection(selections: list[list[str] | None], metadata: list[dict[str, Any]]) -> list[str] | None:
-    """The tests a merged run selected, or None when it covers the whole suite (a part that
-    left none out, or slices whose union is every test collected)."""
-    if any(ids is None for ids in selections):
-        return None
-    union = sorted({test_id for ids in selections for test_id in ids})
-    collected = {meta.get("tests_collected") for meta in metadata}
-    return None if collected == {len(union)} else union
 
 
 def _check_same_versions(runs: list[Path], metadata: list[dict[str, Any]]) -> None:

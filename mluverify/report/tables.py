@@ -31,7 +31,7 @@ WORST_COLUMNS = [
 CASE_COLUMNS = ["status", "case_id", "op", "target", "dtype", "shape", "metric", "value", "bound",
                 "headroom", "executed_as", "fallback_ops", "reason"]
 DETAIL_COLUMNS = [
-    "error", "kind", "leaf", "rel_mse", "rae", "rma", "max_abs", "max_rel", "cosine", "sqnr_db",
+    "error", "kind", "leaf", "worst", "rel_mse", "rae", "rma", "max_abs", "max_rel", "cosine", "sqnr_db",
     "extra_metrics", "nan_mismatch", "op_on_cpu", "not_fused_reason", "device_impl", "backend",
     "mode", "core_version", "core_number", "quant", "device_error", "reference_error",
     "error_ratio", "compile_s", "graph_breaks", "recompiles", "duration_s", "seed", "model",

@@ -69,3 +69,20 @@ def test_declared_aten_ops_replace_the_inference():
     assert is_op_under_test(any_overload, "aten::addmv.out") and is_op_under_test(any_overload, "aten::addmv")
     assert ops_under_test_on_cpu(case("clamp"), ["aten::expand", "aten::clamp.Tensor", "aten::copy_"]) == \
         ("aten::clamp.Tensor",)
+
+
+def test_a_failed_comparison_records_its_worst_elements():
+    import numpy as np
+
+    from mluverify.backends import Execution
+    from mluverify.compare import compare
+    from mluverify.session import make_record
+
+    expected = np.ones(4, dtype=np.float32)
+    actual = expected.copy()
+    actual[2] = 1.5  # rel_mse 0.25 > 0.003
+    verdict = compare(actual, expected)
+    record = make_record("r", case("add"), verdict, Execution(actual), 0.0, status="failed")
+    assert record["worst"].startswith("(2,): 1.5 vs 1; ")
+    assert make_record("r", case("add"), compare(expected, expected), Execution(expected), 0.0,
+                       status="passed")["worst"] == ""
