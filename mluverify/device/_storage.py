@@ -22,6 +22,7 @@ import torch
 
 from mluverify.device import _hazards
 from mluverify.device._backend import DEVICE_TYPE
+from mluverify.errors import InvalidArgument
 
 _CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 _set_storage = torch.ops.aten.set_.source_Storage_storage_offset._handle
@@ -105,6 +106,18 @@ def _on_storage(device_storage: torch.UntypedStorage, dtype: torch.dtype, size, 
     return tensor
 
 
+def check_card(device_index: int) -> int:
+    """``device_index`` as a card index (-1: the current card); ValueError listing the valid ones."""
+    if device_index == -1:
+        return current_card()
+    if isinstance(device_index, bool) or not isinstance(device_index, int) or not 0 <= device_index < CARDS:
+        valid = ", ".join(str(i) for i in range(-1, CARDS))
+        raise InvalidArgument(f"MLU card index {device_index!r} is out of range: this process has {CARDS} "
+                              f"emulated card(s); valid: {valid} (-1: the current card); set "
+                              f"MLUVERIFY_DEVICE_COUNT or [tool.mluverify] device_count for more")
+    return device_index
+
+
 def current_card() -> int:
     """The calling thread's current card (``set_device``; a Queue's card inside its block)."""
     return torch.accelerator.current_device_index()
@@ -118,7 +131,7 @@ def wrap_cpu(cpu: torch.Tensor, card: int | None = None) -> torch.Tensor:
     """
     if cpu.device.type != "cpu":
         raise ValueError(f"wrap_cpu expects a CPU tensor, got one on {cpu.device}")
-    card = current_card() if card is None else card
+    card = current_card() if card is None else check_card(card)
     storage = cpu.untyped_storage()
     if storage.nbytes() == 0:
         # A zero-byte storage may have a null data pointer; give it one byte of its own.

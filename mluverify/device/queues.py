@@ -28,8 +28,9 @@ from typing import Callable, Iterable, Mapping
 import torch
 
 from mluverify.device import _storage
+from mluverify.device._storage import check_card
 from mluverify.device._hazards import QueuedOpError, Task, register
-from mluverify.errors import InvalidArgument, MluverifyError
+from mluverify.errors import MluverifyError
 
 # card -> the Queue whose block the current code runs in (absent: the card's default queue).
 _CURRENT: contextvars.ContextVar[Mapping[int, "Queue"]] = contextvars.ContextVar("mluverify_queues", default={})
@@ -49,18 +50,6 @@ class _Card:
 
 
 _CARDS = tuple(_Card() for _ in range(_storage.CARDS))
-
-
-def check_card(device_index: int) -> int:
-    """``device_index`` as a card index (-1: the current card); ValueError listing the valid ones."""
-    if device_index == -1:
-        return _storage.current_card()
-    if isinstance(device_index, bool) or not isinstance(device_index, int) or not 0 <= device_index < _storage.CARDS:
-        valid = ", ".join(str(i) for i in range(-1, _storage.CARDS))
-        raise InvalidArgument(f"MLU card index {device_index!r} is out of range: this process has {_storage.CARDS} "
-                         f"emulated card(s); valid: {valid} (-1: the current card); set "
-                         f"MLUVERIFY_DEVICE_COUNT or [tool.mluverify] device_count for more")
-    return device_index
 
 
 class _Worker:

@@ -114,3 +114,70 @@ def test_a_fallback_op_with_a_python_scalar_operand_matches_the_cpu(make, diviso
     on_mlu = x.to("mlu") % divisor
     assert on_mlu.dtype == (x % divisor).dtype
     assert torch.equal(on_mlu.cpu(), x % divisor)
+
+
+# -- the fallback rule ----------------------------------------------------------------------------
+def _raising(message):
+    def kernel(*args, **kwargs):
+        raise RuntimeError(message)
+    return kernel
+
+
+def test_the_default_rule_runs_undeclared_ops_on_the_cpu_and_lets_kernel_failures_raise(kernel_override):
+    from mluverify.device import _fallback
+
+    assert _fallback.active_rule() == "cpu"
+    x = torch.tensor([1.0, 2.0, 3.0]).to("mlu")
+    with md.track_fallbacks() as tracked:
+        assert torch.equal(torch.cumsum(x, 0).cpu(), torch.tensor([1.0, 3.0, 6.0]))
+    assert tracked.reasons == {"aten::cumsum.out": ["no MLU kernel"]}
+    kernel_override("aten::relu", _raising("relu kernel broke"))
+    with pytest.raises(RuntimeError, match="relu kernel broke"):
+        torch.relu(x)
+
+
+def test_the_seed_rule_stops_at_an_undeclared_op_naming_it():
+    x = torch.tensor([1.0, 2.0, 3.0]).to("mlu")
+    with md.fallback_rule("seed"):
+        with pytest.raises(md.NotDeclaredError, match=r"aten::cumsum.out cannot be dispatched to the MLU: it is not "
+                                                      r"declared for the MLU"):
+            torch.cumsum(x, 0)
+        assert torch.equal((x * 2).cpu(), torch.tensor([2.0, 4.0, 6.0])), "declared ops still run"
+
+
+def test_the_seed_rule_runs_a_failing_kernel_s_op_on_the_cpu_and_records_why(kernel_override):
+    def half_done_then_broken(self, other, alpha=1):
+        self[0] = 1000.0  # a partial write before failing must not leak into the CPU's result
+        raise RuntimeError("add_ kernel broke")
+
+    kernel_override("aten::relu", _raising("relu kernel broke"))
+    kernel_override("aten::add_.Tensor", half_done_then_broken)
+    x = torch.tensor([-1.0, 2.0]).to("mlu")
+    with md.fallback_rule("seed"), md.track_fallbacks() as tracked:
+        assert torch.equal(torch.relu(x).cpu(), torch.tensor([0.0, 2.0]))
+        x.add_(torch.ones(2, device="mlu"))
+    assert torch.equal(x.cpu(), torch.tensor([0.0, 3.0]))
+    assert tracked.reasons == {"aten::relu": ["kernel failed: RuntimeError: relu kernel broke"],
+                               "aten::add_.Tensor": ["kernel failed: RuntimeError: add_ kernel broke"]}
+
+
+def test_the_rule_is_a_setting_with_a_process_default():
+    from mluverify.config import ConfigError, Settings, parse_settings
+    from mluverify.device import _config, _fallback
+
+    assert _config.fallback_rule({}, Settings()) == "cpu"
+    assert _config.fallback_rule({}, parse_settings({"fallback": "seed"})) == "seed"
+    assert _config.fallback_rule({"MLUVERIFY_FALLBACK": "seed"}, Settings()) == "seed"
+    with pytest.raises(ValueError, match="unknown MLUVERIFY_FALLBACK 'strict'; valid: 'cpu', 'seed'"):
+        _config.fallback_rule({"MLUVERIFY_FALLBACK": "strict"}, Settings())
+    with pytest.raises(ConfigError, match=r"fallback = 'strict'; valid: 'cpu', 'seed'"):
+        parse_settings({"fallback": "strict"})
+    with pytest.raises(ValueError, match="unknown fallback rule 'never'"):
+        md.fallback_rule("never")
+    md.set_fallback_rule("seed")
+    try:
+        assert _fallback.active_rule() == "seed"
+        with md.fallback_rule("cpu"):
+            assert _fallback.active_rule() == "cpu"
+    finally:
+        md.set_fallback_rule("cpu")
