@@ -5,8 +5,9 @@ The device is a real ``torch_mlu`` when one can be imported, the emulated MLU
 runs a case layer by layer: every op dispatches to a device kernel (or a CPU fallback),
 judged by the ``cnnl`` policy. ``mlu:cnml`` runs it fused (MagicMind-like groups, quantized
 when the case asks for int8 / int16), judged by the ``cnml`` policy, and says how much of it
-really ran fused (``executed_as``, ``not_fused_reason``). Each mode is one runner in
-``MluBackend.runners`` (mode -> (policy, runner)). A case runs under its ``core_version``
+really ran fused (``executed_as``, ``not_fused_reason``). ``mlu:offline`` (emulator) saves the
+fused program as an offline model, loads it back and runs it: bit for bit ``mlu:cnml``. Each
+mode is one runner in ``MluBackend.runners`` (mode -> (policy, runner)). A case runs under its ``core_version``
 (the emulator's default, MLU270, when it names none), restored afterwards; the record holds
 the core version and core number that ran.
 """
@@ -69,6 +70,14 @@ def run_fused(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Ran:
 
     output, summary = run(fn, args, kwargs, case)
     return Ran(output, summary.executed_as, summary.not_fused_reason)
+
+
+def run_offline(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Ran:
+    """The emulator's ``offline`` mode: the ``cnml`` program saved as an offline model, loaded
+    and run (see ``mluverify.device.offline``); only whole-fused models save."""
+    from mluverify.device.fusion.target import run_offline as run
+
+    return Ran(run(fn, args, kwargs, case), "fused")
 
 
 def run_traced_on_torch_mlu(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Ran:
@@ -156,7 +165,8 @@ class MluBackend(Backend):
             }
         else:
             self.variants = EMULATED_CORE_VERSIONS
-            self.runners = {"cnnl": ("cnnl", run_layer_by_layer), "cnml": ("cnml", run_fused)}
+            self.runners = {"cnnl": ("cnnl", run_layer_by_layer), "cnml": ("cnml", run_fused),
+                            "offline": ("cnml", run_offline)}
 
     @property
     def modes(self) -> dict[str, str]:

@@ -7,7 +7,8 @@ torch = pytest.importorskip("torch")
 
 from mluverify.device import mlu_model  # noqa: E402
 
-FUSION_ENV = ("DEBUG_FORCED_FALLBACK_OPS", "FUSED_KERNEL_DEBUG", "FUSED_KERNEL_DEBUG_DIR", "TORCH_MIN_CNLOG_LEVEL")
+FUSION_ENV = ("DEBUG_FORCED_FALLBACK_OPS", "FUSED_KERNEL_DEBUG", "FUSED_KERNEL_DEBUG_DIR", "TORCH_MIN_CNLOG_LEVEL",
+              "DISABLE_MLU_FUSION", "MM_CPP_MIN_LOG_LEVEL")
 
 
 @pytest.fixture(autouse=True)

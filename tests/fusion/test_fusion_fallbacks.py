@@ -140,6 +140,23 @@ def test_factories_outside_the_groups_create_device_tensors():
     assert verdict.passed, verdict.reason
 
 
+@pytest.mark.parametrize("lstm_fusion", [True, False])
+def test_mlufusion_off_captures_recurrent_layers_as_their_cell_ops(lstm_fusion):
+    torch.manual_seed(10)
+    model = Recurrent().eval()
+    x = torch.rand(2, 5, 6)
+    with torch.backends.mlufusion.flags(enabled=lstm_fusion):
+        fused = fuse(copy.deepcopy(model).to("mlu"), (x.to("mlu"),))
+        out = fused(x.to("mlu")).cpu()
+    summary = fusion_summary(fused)
+    captured = {f.op for f in summary.fallbacks} | {op for g in summary.groups for op in g.ops}
+    assert ("aten::lstm.input" in captured) is lstm_fusion
+    if not lstm_fusion:  # the cells' gates: matrix products and their activations, fused
+        assert {"aten::sigmoid", "aten::tanh"} <= {op for g in summary.groups for op in g.ops}
+    verdict = compare(out, model(x), mode="cnml")
+    assert verdict.passed, verdict.reason
+
+
 class _MaskedSelect(torch.nn.Module):
     def forward(self, x, mask):
         return torch.masked_select(x, mask)

@@ -102,6 +102,15 @@ def test_fusion_switched_off_is_layer_by_layer_with_the_reason():
     assert "_jit_override_can_fuse_on_mlu(False)" in execution.not_fused_reason
 
 
+def test_disable_mlu_fusion_is_layer_by_layer_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("DISABLE_MLU_FUSION", "1")
+    execution = execute(make_test_model(), (X,))
+    assert execution.executed_as == "layer-by-layer"
+    assert execution.not_fused_reason.startswith("DISABLE_MLU_FUSION=1: graph segmentation is disabled")
+    layer_by_layer = execute(make_test_model(), (X,), mode="cnnl")
+    assert torch.equal(execution.output, layer_by_layer.output)
+
+
 # --- core version and core number -----------------------------------------------------------
 
 def _round_to_tf32(x: np.ndarray) -> np.ndarray:

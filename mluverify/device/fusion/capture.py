@@ -18,6 +18,7 @@ import torch
 from torch import fx, nn
 
 from mluverify.device.fusion.errors import CaptureError
+from mluverify.device.fusion.exported import graph_module_of
 
 TensorMap = Callable[[torch.Tensor], torch.Tensor]
 
@@ -28,19 +29,42 @@ def capture(model: nn.Module, example_inputs: tuple, as_cpu: TensorMap) -> fx.Gr
     :param as_cpu: maps a (device) tensor to a CPU tensor aliasing its data.
     :raises CaptureError: when the model cannot be captured as one graph, with the reason.
     """
+    return graph_module_of(capture_program(model, example_inputs, as_cpu))
+
+
+def capture_program(model: nn.Module, example_inputs: tuple, as_cpu: TensorMap) -> torch.export.ExportedProgram:
+    """``capture`` as torch.export's program (what an offline model serializes).
+
+    :raises CaptureError: as ``capture``.
+    """
     try:
         with warnings.catch_warnings(), _quiet_export_log(), torch.no_grad():
             # The converter and export warn about their own deprecations and specializations,
             # which say nothing to the user of a fused model.
             warnings.simplefilter("ignore")
-            program = _export(model, example_inputs, as_cpu).run_decompositions({})
+            program = _export(model, example_inputs, as_cpu).run_decompositions(_decompositions())
     except Exception as exc:  # any failure of capture means "run layer by layer"
         first_line = (str(exc).strip().splitlines() or [""])[0]
         raise CaptureError(f"cannot capture {model_name(model)}: {type(exc).__name__}: {first_line}") from exc
-    graph_module = program.module()
-    _drop_guards(graph_module)
-    _views_as_reshapes(graph_module)
-    return graph_module
+    return program
+
+
+# Recurrent layers captured as one op each; decomposed into their cell ops when
+# ``torch.backends.mlufusion`` (LSTM / GRU fusion) is off.
+_RECURRENT_OPS = (
+    torch.ops.aten.lstm.input, torch.ops.aten.lstm.data, torch.ops.aten.gru.input, torch.ops.aten.gru.data,
+)
+
+
+def _decompositions() -> dict:
+    """The decompositions capture applies beyond functional ATen: the recurrent layers' when
+    LSTM / GRU fusion is off (``torch.backends.mlufusion.set_flags(False)``), so that their cell
+    ops, not one fused op, make up the program."""
+    from torch._decomp import get_decompositions
+
+    from mluverify.device.fusion.settings import lstm_fusion_enabled
+
+    return {} if lstm_fusion_enabled() else get_decompositions(_RECURRENT_OPS)
 
 
 def model_name(model: nn.Module) -> str:
@@ -115,33 +139,3 @@ def _cpu_shadow(module: nn.Module, as_cpu: TensorMap) -> nn.Module:
 def _tensors(module: nn.Module):
     yield from module.parameters()
     yield from module.buffers()
-
-
-# Views whose validity depends on the strides of their input.
-_STRIDE_DEPENDENT_VIEWS = (torch.ops.aten.view.default, torch.ops.aten._unsafe_view.default)
-
-
-def _views_as_reshapes(graph_module: fx.GraphModule) -> None:
-    """Turn ``view`` back into ``reshape``.
-
-    Decomposition turns ``reshape`` into ``view`` wherever the *example's* strides allow it, but
-    an op may lay out its output differently at run time than during capture (CPU
-    ``scaled_dot_product_attention`` returns a transposed layout, the device kernel a contiguous
-    one), and the view then fails. ``reshape`` is a view where the strides allow it and a copy
-    elsewhere; in a functional graph the two compute the same values.
-    """
-    for node in graph_module.graph.nodes:
-        if node.op == "call_function" and node.target in _STRIDE_DEPENDENT_VIEWS:
-            node.target = torch.ops.aten.reshape.default
-    graph_module.recompile()
-
-
-def _drop_guards(graph_module: fx.GraphModule) -> None:
-    """Remove the ``_guards_fn`` input checks of ``ep.module()``: the fused module's compile
-    cache is keyed by input shapes and dtypes, which is what those guards check."""
-    for node in list(graph_module.graph.nodes):
-        if node.op == "call_module" and node.target == "_guards_fn":
-            graph_module.graph.erase_node(node)
-    if hasattr(graph_module, "_guards_fn"):
-        graph_module.delete_submodule("_guards_fn")
-    graph_module.recompile()

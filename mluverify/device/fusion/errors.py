@@ -22,3 +22,9 @@ class CaptureError(FusionError):
 
 class DebugDirError(FusionError, OSError):
     """``FUSED_KERNEL_DEBUG`` is set but its output directory cannot be written."""
+
+
+class OfflineModelError(FusionError):
+    """An offline model cannot be saved (the model does not fuse whole), read (missing,
+    corrupted, saved by another mluverify version) or run (inputs it was not built for); the
+    message names the file."""

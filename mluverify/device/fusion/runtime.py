@@ -109,9 +109,10 @@ class FusionRuntime:
         self._layer_by_layer_calls = 0
         self._demotions = 0
         self._cpu_fallbacks: collections.Counter[str] = collections.Counter()
+        self._saved_offline: set[tuple] = set()
 
     def __call__(self, *inputs: object) -> object:
-        entry = self.program(inputs) if _device.fusion_enabled() else NotFused(FUSION_DISABLED)
+        entry = self._entry(inputs)
         if isinstance(entry, FusedProgram):
             try:
                 with _device.per_op_kernels() as cpu_fallbacks:
@@ -122,10 +123,32 @@ class FusionRuntime:
                 entry = self._demote(inputs, exc)
             else:
                 self._cpu_fallbacks.update(cpu_fallbacks)
+                self._save_offline(inputs)
                 return outputs
         self._last = entry
         self._layer_by_layer_calls += 1
         return self.layer_by_layer(*inputs)
+
+    def _entry(self, inputs: tuple) -> FusedProgram | NotFused:
+        """The program for ``inputs``, or why the call runs layer by layer (fusion switched off
+        by ``_jit_override_can_fuse_on_mlu(False)`` or ``DISABLE_MLU_FUSION=1``, or a program
+        that could not be had)."""
+        if not _device.fusion_enabled():
+            return NotFused(FUSION_DISABLED)
+        settings = current_settings()
+        disabled = settings.disabled_reason()
+        return NotFused(disabled) if disabled else self.program(inputs, settings)
+
+    def _save_offline(self, inputs: tuple) -> None:
+        """Under ``ct.save_as_cambricon(name)``, save the program just run as the offline model
+        ``name.cambricon`` (once per name and input signature)."""
+        from mluverify.device.offline import save, saving_as
+
+        path = saving_as()
+        key = (path, signature(inputs))
+        if path is not None and key not in self._saved_offline:
+            save(self.model, inputs, path)
+            self._saved_offline.add(key)
 
     def _demote(self, inputs: tuple, exc: Exception) -> NotFused:
         """A program that fails on real inputs (a runtime assertion torch.export inserted for a

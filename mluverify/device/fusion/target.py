@@ -1,7 +1,10 @@
-"""The ``mlu:cnml`` target: a case's callable fused on the device, quantized when the case asks."""
+"""The ``mlu:cnml`` and ``mlu:offline`` targets: a case's callable fused on the device (and
+saved and loaded back as an offline model), quantized when the case asks."""
 from __future__ import annotations
 
 import copy
+import tempfile
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -36,7 +39,22 @@ def prepared(fn: Callable, args: tuple, kwargs: dict, case: Case) -> nn.Module:
 def run_fused(fn: Callable, args: tuple, kwargs: dict, case: Case) -> tuple[Any, FusionSummary]:
     """Run ``fn`` on ``mlu`` fused (``fuse``), as the ``cnml`` mode of the ``mlu`` back end;
     return the output and how the call ran."""
-    inputs = map_tensors(lambda t: t.to("mlu"), args)
+    inputs = map_tensors(_to_mlu, args)
     with torch.no_grad():
         fused = fuse(prepared(fn, args, kwargs, case).to("mlu"), inputs)
         return fused(*inputs), fused.runtime.summary()
+
+
+def run_offline(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Any:
+    """Save ``fn`` on ``mlu`` as an offline model (``mluverify.device.offline``), load it back
+    and run it, as the ``offline`` mode of the ``mlu`` back end."""
+    from mluverify.device import offline
+
+    inputs = map_tensors(_to_mlu, args)
+    with torch.no_grad(), tempfile.TemporaryDirectory(prefix="mlu-offline-") as directory:
+        path = offline.save(prepared(fn, args, kwargs, case).to("mlu"), inputs, Path(directory) / "case.cambricon")
+        return offline.load(path)(*inputs)
+
+
+def _to_mlu(t: torch.Tensor) -> torch.Tensor:
+    return t.to("mlu")
