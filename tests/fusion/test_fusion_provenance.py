@@ -10,13 +10,14 @@ import torch
 
 from fusion_models import DataDependent, WithCumsum, make_test_model
 from mluverify import hookimpl
+from mluverify.backends import map_tensors
 from mluverify.case import Case, Target
 from mluverify.compare import compare
 from mluverify.device import mlu_model, numerics
 from mluverify.device.fusion import fuse, fusion_summary
 from mluverify.plugin_manager import get_plugin_manager
 from mluverify.plugins.mlu_backend import MluBackend
-from transformer_models import AttentionBlock, TinyGPT, seeded
+from transformer_models import AttentionBlock, seeded, suite_networks
 
 
 def case_for(mode: str, dtype: str = "float32", op: str = "model", **fields) -> Case:
@@ -248,15 +249,15 @@ def test_attention_outside_the_groups_still_runs_its_reshape(monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-@pytest.mark.parametrize("name", ["gpt", "encoder-layer"])
+@pytest.mark.parametrize("name", ["GptDecoder", "BertEncoder", "TransformerEncoderLayer"])
 def test_transformer_networks_run_fused_within_the_cnml_bound(name, dtype):
     generator = torch.Generator().manual_seed(4)
-    if name == "gpt":
-        model, x = seeded(TinyGPT()), torch.randint(0, 50, (2, 16), generator=generator)
-    else:
+    if name == "TransformerEncoderLayer":
         layer = torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
         model, x = seeded(layer), torch.randn(2, 8, 32, generator=generator)
+    else:  # token + position embeddings, causal SDPA / encoder layers, LayerNorm, GELU, tied head
+        model, x = seeded(getattr(suite_networks(), name)()), torch.randint(0, 512, (2, 16), generator=generator)
     execution = execute(copy.deepcopy(model), (x,), dtype=dtype)
-    assert (execution.executed_as, execution.not_fused_reason) == ("fused", "")
-    verdict = compare(execution.output.float(), model(x), mode="cnml")
+    assert (execution.executed_as, execution.not_fused_reason, execution.fallback_ops) == ("fused", "", ())
+    verdict = compare(map_tensors(torch.Tensor.float, execution.output), model(x), mode="cnml")
     assert verdict.passed, verdict.reason

@@ -1,5 +1,10 @@
-"""Transformer models of the fusion tests: the standard attention block, a GPT-style decoder."""
+"""Transformer models of the fusion tests: the standard attention block; the networks suite's
+GPT-style decoder and BERT-style encoder."""
 from __future__ import annotations
+
+import importlib.util
+import types
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -24,34 +29,14 @@ class AttentionBlock(nn.Module):
         return self.out(y.transpose(1, 2).reshape(batch, tokens, dim))
 
 
-class DecoderLayer(nn.Module):
-    def __init__(self, dim: int, heads: int) -> None:
-        super().__init__()
-        self.attention = AttentionBlock(dim, heads)
-        self.norm = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attention(x)
-        return x + self.mlp(self.norm(x))
-
-
-class TinyGPT(nn.Module):
-    """Token + position embedding, causal attention layers, final LayerNorm, tied LM head."""
-
-    def __init__(self, vocab: int = 50, context: int = 16, dim: int = 32, heads: int = 4, layers: int = 2) -> None:
-        super().__init__()
-        self.tokens = nn.Embedding(vocab, dim)
-        self.positions = nn.Embedding(context, dim)
-        self.layers = nn.Sequential(*(DecoderLayer(dim, heads) for _ in range(layers)))
-        self.norm = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, vocab, bias=False)
-        self.head.weight = self.tokens.weight
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(ids.shape[1], device=ids.device)
-        x = self.tokens(ids) + self.positions(positions)
-        return self.head(self.norm(self.layers(x)))
+def suite_networks() -> types.ModuleType:
+    """``suites/networks/network_models.py``: the GPT-style decoder and BERT-style encoder the
+    networks suite verifies (loaded by path: the suites are not a package)."""
+    path = Path(__file__).resolve().parents[2] / "suites" / "networks" / "network_models.py"
+    spec = importlib.util.spec_from_file_location("suite_network_models", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def seeded(model: nn.Module, seed: int = 0) -> nn.Module:
