@@ -48,12 +48,14 @@ def default_cache_dir() -> Path:
 
 def use_cache_dir() -> str:
     """Point Inductor at its cache directory (``TORCHINDUCTOR_CACHE_DIR``, set to the default
-    when unset) before it compiles anything in this process; return the directory."""
+    when unset); return the directory. Called before anything of Inductor's runs: its first
+    look-up writes its own default (under /tmp) into the variable."""
     return os.environ.setdefault(CACHE_ENV, str(default_cache_dir()))
 
 
 def cpp_compiler_missing() -> str | None:
     """Why Inductor cannot compile C++ here (no working compiler), or None."""
+    use_cache_dir()  # the compiler search takes a lock in the cache directory
     from torch._inductor import cpp_builder
     from torch._inductor.exc import InvalidCxxCompiler
 
@@ -91,12 +93,13 @@ def check_options(options: Mapping[str, Any], known: list[str], where: str) -> N
 
 
 def compiler_message(exc: BaseException) -> str:
-    """The first line that says what went wrong in a compile error: the innermost cause's,
-    and for a failed C++ compile, the compiler's first error line."""
+    """The first line that says what went wrong in a compile error: for a failed C++ compile
+    the compiler's first error line, else the innermost cause's first line."""
     from torch._inductor.exc import CppCompileError
 
     root = exc
-    while (inner := getattr(root, "inner_exception", None) or root.__cause__) is not None:
+    while not isinstance(root, CppCompileError) and (
+            inner := getattr(root, "inner_exception", None) or root.__cause__) is not None:
         root = inner
     text = root.output if isinstance(root, CppCompileError) else str(root)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -160,6 +163,17 @@ class CompileWatch:
         return Execution(output, executed_as="fused", info=info)
 
 
+def compile_fresh(fn: Callable, options: Mapping[str, Any] | None = None) -> Callable:
+    """``fn`` to be compiled by TorchInductor on its first call, static shapes, after a reset of
+    TorchDynamo (so what it records is this callable's own); compiled code comes from Inductor's
+    caches where the graph was compiled before."""
+    import torch
+
+    use_cache_dir()
+    torch._dynamo.reset()
+    return torch.compile(fn, backend="inductor", options=dict(options) if options else None, dynamic=False)
+
+
 @dataclass(frozen=True)
 class InductorRunner:
     """A mode that compiles each case with TorchInductor.
@@ -177,9 +191,7 @@ class InductorRunner:
         options = dict(self.options) if self.options is not None else options_from_env()
         check_options(options, torch._inductor.list_options(),
                       where=f"case {case.case_id}" + ("" if self.options is not None else f" ({OPTIONS_ENV})"))
-        use_cache_dir()
-        torch._dynamo.reset()  # this case's guards, breaks and recompiles only; kernels come from the caches
-        compiled = torch.compile(fn, backend="inductor", options=options or None, dynamic=False)
+        compiled = compile_fresh(fn, options)
         with CompileWatch() as watch, torch.no_grad():
             try:
                 output = compiled(*args, **kwargs)

@@ -1,0 +1,93 @@
+"""What the suites run on a compiled target (plugin ``mluverify.plugins.compiled_selection``,
+registered the way ``suites/conftest.py`` does): two hypothesis examples per test instead of the
+profile's, the first sample of each OpInfo-like entry, waivers from reports/inductor/waivers.toml;
+nothing changes on other targets. No case is verified, so nothing is compiled."""
+from __future__ import annotations
+
+import pytest
+
+from mluverify.plugins.compiled_selection import EXAMPLES, is_compiled
+
+pytestmark = pytest.mark.slow  # two pytest subprocesses
+
+CONFTEST = """
+    from hypothesis import settings
+
+    settings.register_profile("six", max_examples=6, derandomize=True, database=None, deadline=None)
+    settings.load_profile("six")
+
+    def pytest_configure(config):
+        config.pluginmanager.import_plugin("mluverify.plugins.compiled_selection")
+"""
+
+SUITE = """
+    import os
+    from typing import NamedTuple
+
+    import pytest
+    from hypothesis import given, strategies as st
+
+    class Sample(NamedTuple):  # as the OpInfo suite's cases: an entry and a sample index
+        op: str
+        index: int
+
+    def log(*words):
+        with open(os.environ["SELECTION_LOG"], "a") as f:
+            f.write(" ".join(map(str, words)) + "\\n")
+
+    @given(x=st.integers())
+    def test_drawn(mlu_target, x):
+        log("drawn", mlu_target)
+
+    @pytest.mark.parametrize("case", [Sample("a", 0), Sample("a", 1), Sample("b", 0)], ids=["a-0", "a-1", "b-0"])
+    def test_sample(mlu_target, case):
+        log("sample", mlu_target, case.op, case.index)
+
+    def test_waived(request, mlu_target):
+        marker = request.node.get_closest_marker("mlu_waiver")
+        log("waiver", mlu_target, *(marker.args if marker else ("none",)))
+"""
+
+WAIVERS = """
+[waivers]
+"test_suite.py::test_waived[cpu:inductor]" = { reason = "a known deviation", until = "2099-01-01" }
+"""
+
+
+@pytest.fixture
+def suite(pytester, monkeypatch):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_suite=SUITE)
+    (pytester.path / "reports" / "inductor").mkdir(parents=True)
+    (pytester.path / "reports" / "inductor" / "waivers.toml").write_text(WAIVERS)
+    log = pytester.path / "selection.log"
+    monkeypatch.setenv("SELECTION_LOG", str(log))
+
+    def run(target: str) -> list[str]:
+        log.write_text("")
+        result = pytester.runpytest_subprocess("-p", "mluverify", "--mlu-target", target, "-p", "no:cacheprovider",
+                                               "--mlu-report", str(pytester.path / "run"))
+        assert result.ret == 0, result.stdout.str()
+        return log.read_text().splitlines()
+
+    return run
+
+
+def test_a_compiled_target_runs_fewer_examples_one_sample_per_entry_and_its_waivers(suite):
+    lines = suite("cpu:inductor")
+    assert lines.count("drawn cpu:inductor") == EXAMPLES == 2
+    assert [line for line in lines if line.startswith("sample")] == ["sample cpu:inductor a 0", "sample cpu:inductor b 0"]
+    assert "waiver cpu:inductor a known deviation 2099-01-01" in lines
+
+
+def test_other_targets_run_the_suites_unchanged(suite):
+    lines = suite("cpu64:eager")
+    assert lines.count("drawn cpu64:eager") == 6
+    assert [line for line in lines if line.startswith("sample")] == [
+        "sample cpu64:eager a 0", "sample cpu64:eager a 1", "sample cpu64:eager b 0"]
+    assert "waiver cpu64:eager none" in lines
+
+
+def test_compiled_targets_are_those_of_the_inductor_mode():
+    assert is_compiled("cpu:inductor") and is_compiled("cuda:inductor")
+    assert not any(map(is_compiled, ("cuda:eager", "cuda:tf32", "mlu:cnml", "cpu64:eager")))
