@@ -1,54 +1,75 @@
-"""Reduced-precision copies of conv/matmul weights, rounded once per weight version.
+"""Prepared copies of conv/matmul weights (quantized, TF32-rounded), made once per weight version.
 
-Rounding a ResNet-50's 25 M weights to TF32 on every forward costs more than the convolutions'
-Python overhead budget, so the rounded copy is kept, keyed by the weight's device buffer
-(a serial number, never reused) and the view's geometry, and tagged with the buffer's write
-generation: a write through the device (any kernel, fallback or copy) bumps the generation,
-and the next use rounds again and replaces the entry. Entries go when their buffer is freed,
-and the oldest go beyond ``CAPACITY_BYTES``. Tensors that are not device buffers (plain CPU
-tensors passed to a kernel) are not cached.
+Quantizing or rounding a ResNet-50's 25 M weights on every forward costs more than the
+convolutions' Python overhead budget, so the prepared copy is kept, keyed by what the weight is
+and by the recipe that prepared it:
+
+* a CPU alias of device memory (what a kernel receives): the device buffer (a serial number,
+  never reused) and the view's geometry, tagged with the buffer's write generation. A write
+  through the device (any kernel, fallback or copy) bumps the generation, and the next use
+  prepares again and replaces the entry;
+* a plain CPU tensor (a fused group's constant, or a kernel called directly): the tensor object
+  itself, tagged with its version counter (in-place ops bump it); the entry goes with the tensor.
+
+Entries go when their buffer or tensor is freed, and the oldest go beyond ``CAPACITY_BYTES``.
 """
 from __future__ import annotations
 
 import collections
+import weakref
+from typing import Callable, Hashable, TypeVar
 
 import torch
 
 from mluverify.device import _storage
-from mluverify.device.numerics import NumericsProfile, matmul_input
 
 CAPACITY_BYTES = 512 * 2**20
+T = TypeVar("T")
 
-# key -> (write generation, rounded copy); key[0] is the buffer's serial number.
-_entries: collections.OrderedDict[tuple, tuple[int, torch.Tensor]] = collections.OrderedDict()
-_keys_by_serial: dict[int, set[tuple]] = {}
+# key -> (stamp, prepared value, bytes held); key[0] is the owner: a buffer serial or ("tensor", id).
+_entries: collections.OrderedDict[tuple, tuple[int, object, int]] = collections.OrderedDict()
+_keys_by_owner: dict[Hashable, set[tuple]] = {}
 _held_bytes = 0
 
 
-def cached_matmul_input(x: torch.Tensor, profile: NumericsProfile) -> torch.Tensor:
-    """``matmul_input(x, profile)``, reused while ``x``'s device memory is unchanged."""
-    if x.dtype != torch.float32 or not profile.reduces_float32_matmul:
-        return matmul_input(x, profile)
+def _owner_and_stamp(x: torch.Tensor) -> tuple[Hashable, int, tuple]:
     version = _storage.buffer_version(x)
-    if version is None:
-        return matmul_input(x, profile)
-    serial, generation = version
-    key = (serial, x.storage_offset(), tuple(x.size()), tuple(x.stride()), profile.matmul_float32_mantissa_bits)
+    geometry = (x.storage_offset(), tuple(x.size()), tuple(x.stride()), x.dtype)
+    if version is not None:
+        serial, generation = version
+        return serial, generation, geometry
+    owner = ("tensor", id(x))
+    if owner not in _keys_by_owner:
+        weakref.finalize(x, forget, owner)
+    return owner, x._version, geometry
+
+
+def cached(x: torch.Tensor, recipe: Hashable, prepare: Callable[[], T]) -> T:
+    """``prepare()`` (a tensor, or an object with a ``values`` tensor), reused while ``x`` and
+    ``recipe`` are unchanged."""
+    owner, stamp, geometry = _owner_and_stamp(x)
+    key = (owner, geometry, recipe)
     entry = _entries.get(key)
-    if entry is not None and entry[0] == generation:
+    if entry is not None and entry[0] == stamp:
         _entries.move_to_end(key)
         return entry[1]
-    rounded = matmul_input(x, profile)
-    _store(key, generation, rounded)
-    return rounded
+    value = prepare()
+    _store(key, stamp, value)
+    return value
 
 
-def _store(key: tuple, generation: int, rounded: torch.Tensor) -> None:
+def _nbytes(value: object) -> int:
+    tensor = value if isinstance(value, torch.Tensor) else getattr(value, "values", None)
+    return tensor.nbytes if isinstance(tensor, torch.Tensor) else 0
+
+
+def _store(key: tuple, stamp: int, value: object) -> None:
     global _held_bytes
     _drop(key)
-    _entries[key] = (generation, rounded)
-    _keys_by_serial.setdefault(key[0], set()).add(key)
-    _held_bytes += rounded.nbytes
+    size = _nbytes(value)
+    _entries[key] = (stamp, value, size)
+    _keys_by_owner.setdefault(key[0], set()).add(key)
+    _held_bytes += size
     while _held_bytes > CAPACITY_BYTES and len(_entries) > 1:
         _drop(next(iter(_entries)))
 
@@ -57,16 +78,13 @@ def _drop(key: tuple) -> None:
     global _held_bytes
     entry = _entries.pop(key, None)
     if entry is not None:
-        _held_bytes -= entry[1].nbytes
-        keys = _keys_by_serial[key[0]]
-        keys.discard(key)
-        if not keys:
-            del _keys_by_serial[key[0]]
+        _held_bytes -= entry[2]
+        _keys_by_owner.get(key[0], set()).discard(key)
 
 
-def forget_buffer(serial: int) -> None:
-    """Drop the copies made from a freed device buffer."""
-    for key in list(_keys_by_serial.get(serial, ())):
+def forget(owner: Hashable) -> None:
+    """Drop the copies made from a freed device buffer (its serial) or CPU tensor."""
+    for key in list(_keys_by_owner.pop(owner, ())):
         _drop(key)
 
 
@@ -74,7 +92,7 @@ def clear() -> None:
     """Drop every cached copy (``mlu_model.empty_cache``)."""
     global _held_bytes
     _entries.clear()
-    _keys_by_serial.clear()
+    _keys_by_owner.clear()
     _held_bytes = 0
 
 
@@ -82,4 +100,4 @@ def held_bytes() -> int:
     return _held_bytes
 
 
-_storage.release_listeners.append(forget_buffer)
+_storage.release_listeners.append(forget)

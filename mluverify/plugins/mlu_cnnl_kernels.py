@@ -32,22 +32,11 @@ ELEMENTWISE = (
     "bitwise_and.Tensor", "logical_not", "ceil", "floor", "round", "masked_select", "isnan", "sign",
 )
 
+# Accumulating ops without a per-core model of their own: float16 widened, the CPU's float32.
 ACCUMULATING = (
-    "sum", "sum.dim_IntList", "mean", "mean.dim", "var.correction", "std.correction",
-    "_softmax", "_log_softmax",
-    "native_batch_norm", "_native_batch_norm_legit", "_native_batch_norm_legit.no_stats",
-    "_native_batch_norm_legit_no_training", "native_layer_norm", "native_group_norm",
-    "avg_pool1d", "avg_pool2d", "avg_pool3d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d",
+    "_native_batch_norm_legit_no_training",
     "upsample_bilinear2d", "upsample_linear1d", "upsample_trilinear3d",
 )
-
-
-def _convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
-    import torch
-
-    return torch.ops.aten.convolution.default(
-        input, weight, bias, stride, padding, dilation, transposed, output_padding, groups
-    )
 
 
 def _convolution_backward(grad_output, input, weight, stride, padding, dilation, transposed,
@@ -95,21 +84,14 @@ def _overload(name: str):
 
 @hookimpl(tryfirst=True)
 def mluverify_device_kernels(registry) -> None:
-    import torch
-
     from mluverify.device import cnnl_ops
 
     for name in ELEMENTWISE:
         registry.register(f"aten::{name}", cnnl_ops.elementwise(_overload(name)))
     for name in ACCUMULATING:
         registry.register(f"aten::{name}", cnnl_ops.accumulating(_overload(name)))
-    aten = torch.ops.aten
-    registry.register(
-        "aten::convolution_overrideable", cnnl_ops.matmul(_convolution, operands=(0, 1), weight=1, bias=2)
-    )
+    for name, kernel in {**cnnl_ops.REDUCTIONS, **cnnl_ops.CONTRACTIONS}.items():
+        registry.register(f"aten::{name}", kernel)
     registry.register("aten::convolution_backward_overrideable", _convolution_backward)
     registry.register("aten::_thnn_fused_lstm_cell", _fused_lstm_cell)
     registry.register("aten::_thnn_fused_gru_cell", _fused_gru_cell)
-    registry.register("aten::mm", cnnl_ops.matmul(aten.mm.default, operands=(0, 1), weight=1, bias=None))
-    registry.register("aten::bmm", cnnl_ops.matmul(aten.bmm.default, operands=(0, 1), weight=None, bias=None))
-    registry.register("aten::addmm", cnnl_ops.matmul(aten.addmm.default, operands=(1, 2), weight=2, bias=0))

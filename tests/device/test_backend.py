@@ -31,6 +31,7 @@ def test_target_and_policy(backend):
         backend.execute(torch.relu, (torch.ones(1),), {}, case=_case("fast"))
 
 
+@pytest.mark.usefixtures("float_matmul")  # op semantics, not quantization
 def test_execute_module_leaves_the_original_on_cpu_and_returns_cpu_output(backend):
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.ReLU())

@@ -86,6 +86,7 @@ def _fresh(module):
     return copy.deepcopy(module)
 
 
+@pytest.mark.usefixtures("float_matmul")  # op semantics, not quantization (tests/device/test_numerics.py)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_op_runs_on_device_and_matches_cpu(name):
     fn, inputs = CASES[name]

@@ -84,6 +84,7 @@ def test_registering_bad_names_modes_and_kernels_fails_clearly():
             pass
 
 
+@pytest.mark.usefixtures("float_matmul")  # op semantics, not quantization
 def test_kernels_are_callable_directly_on_cpu_tensors():
     conv = md.kernel_registry().kernel("aten::convolution_overrideable")
     x, w = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3)

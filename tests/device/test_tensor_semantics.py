@@ -127,6 +127,7 @@ def test_printing_shows_values_and_device():
     assert "1.5000" in text and "-2.0000" in text and "device='mlu:0'" in text
 
 
+@pytest.mark.usefixtures("float_matmul")  # op semantics, not quantization
 def test_autograd_through_device_kernels_matches_cpu(seeded):
     conv = torch.nn.Conv2d(2, 3, 3)
     x = torch.randn(1, 2, 6, 6, generator=seeded, requires_grad=True)

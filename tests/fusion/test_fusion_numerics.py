@@ -1,18 +1,25 @@
-"""Fused numerics beyond the seeds' model: TF32-like conv on MLU370, several outputs, linear."""
+"""Fused numerics: the groups run the device's kernels (quantized conv on MLU270, TF32-like conv
+on MLU370), a plugin's kernel reaches them through ``mluverify_device_kernels``, several
+outputs, linear."""
 from __future__ import annotations
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+import mluverify.device as md
+import numerics_reference as ref
 from fusion_models import make_test_model
+from mluverify import hookimpl
 from mluverify.compare import compare
 from mluverify.device import mlu_model
 from mluverify.device.fusion import fuse, fusion_summary
-from mluverify.device.numerics import round_mantissa
+from mluverify.device.numerics import numerics_settings, round_mantissa
+from mluverify.plugin_manager import get_plugin_manager
 
 
 @pytest.fixture
@@ -23,16 +30,74 @@ def mlu370():
     mlu_model.set_core_version(previous)
 
 
+def _folded(model):
+    """TestModel's conv with its batch-norm folded in (as torch.nn.utils.fusion folds it)."""
+    conv, bn = model.block1[0], model.block1[1]
+    scale = torch.rsqrt(bn.running_var + bn.eps)
+    return (conv.weight * scale.reshape(-1, 1, 1, 1)).detach(), (-bn.running_mean * scale).detach()
+
+
+def _after_conv(y: torch.Tensor) -> torch.Tensor:
+    """TestModel after its conv + batch-norm: relu, y + y, 2x2 max-pool, transpose (all exact)."""
+    return torch.transpose(F.max_pool2d(torch.relu(y) * 2, 2), 0, 3)
+
+
 def test_mlu370_rounds_folded_weights_and_conv_inputs_to_tf32(mlu370):
+    """One core (the default core number): one float32 conv of the rounded values, then the bias."""
     model = make_test_model()
     x = torch.rand(1, 3, 20, 20, generator=torch.Generator().manual_seed(2))
     out = fuse(copy.deepcopy(model).to("mlu"), (x.to("mlu"),))(x.to("mlu")).cpu()
-    conv, bn = model.block1[0], model.block1[1]
-    scale = torch.rsqrt(bn.running_var + bn.eps)
-    weight = round_mantissa(conv.weight * scale.reshape(-1, 1, 1, 1), 10)
-    y = F.conv2d(round_mantissa(x, 10), weight, -bn.running_mean * scale)
-    expected = torch.transpose(F.max_pool2d(torch.relu(y) * 2, 2), 0, 3)
-    assert torch.equal(out, expected)
+    weight, bias = _folded(model)
+    y = F.conv2d(round_mantissa(x, 10), round_mantissa(weight, 10)) + bias.reshape(1, -1, 1, 1)
+    assert torch.equal(out, _after_conv(y))
+
+
+def test_mlu270_quantizes_the_folded_weights_and_the_conv_input():
+    """int8 (exact: 27 products per output stay below 2**24): the int64 conv of the quantized
+    input and folded weight, dequantized, plus the folded bias, bit for bit."""
+    model = make_test_model()
+    x = torch.rand(1, 3, 20, 20, generator=torch.Generator().manual_seed(2))
+    with numerics_settings(core_version="MLU270", matmul_precision="int8"):
+        out = fuse(copy.deepcopy(model).to("mlu"), (x.to("mlu"),))(x.to("mlu")).cpu()
+    weight, bias = _folded(model)
+    qx, sx = ref.quantize(x.numpy(), 127)
+    qw, sw = ref.quantize(weight.numpy(), 127)
+    y = ref.dequantize(ref.conv_int64(qx, qw, (1, 1), (0, 0), (1, 1), 1), sx, sw) + bias.numpy().reshape(1, -1, 1, 1)
+    assert torch.equal(out, _after_conv(torch.from_numpy(y)))
+
+
+class _PlantedFusedRelu:
+    """A plugin whose ReLU kernel for the fused mode scales by 2 (and one for both modes, 3)."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    @hookimpl
+    def mluverify_device_kernels(self, registry):
+        registry.register("aten::relu", lambda x: torch.relu(x) * (2 if self.mode == "cnml" else 3), mode=self.mode)
+
+
+@pytest.mark.parametrize("mode, fused_factor, layer_factor", [("cnml", 2, 1), ("cnnl", 3, 3)])
+def test_a_plugins_kernel_reaches_fused_groups(mode, fused_factor, layer_factor):
+    """Fused groups take every op's kernel from the registry: a ``cnml`` kernel changes the fused
+    result only, a ``cnnl`` one (the default mode) both, as the planted-bug check relies on."""
+    model = nn.Sequential(nn.Linear(6, 5), nn.ReLU()).eval()
+    x = torch.randn(4, 6, generator=torch.Generator().manual_seed(3))
+    plugin = _PlantedFusedRelu(mode)
+    get_plugin_manager().register(plugin)
+    md.reload_kernels()
+    try:
+        with numerics_settings(matmul_precision="float"), torch.no_grad():
+            on_mlu = copy.deepcopy(model).to("mlu")
+            fused = fuse(on_mlu, (x.to("mlu"),))(x.to("mlu")).cpu()
+            layer_by_layer = on_mlu(x.to("mlu")).cpu()
+    finally:
+        get_plugin_manager().unregister(plugin)
+        md.reload_kernels()
+    with torch.no_grad():
+        expected = model(x)
+    torch.testing.assert_close(fused, expected * fused_factor)
+    torch.testing.assert_close(layer_by_layer, expected * layer_factor)
 
 
 def test_a_program_cached_for_one_core_version_is_not_reused_for_another():

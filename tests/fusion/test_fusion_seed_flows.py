@@ -104,6 +104,7 @@ def folded_reference(model, x, storage: torch.dtype):
     return torch.transpose(F.max_pool2d(z, 2), 0, 3).to(storage)
 
 
+@pytest.mark.usefixtures("float_matmul")  # folding and storage precision, not quantization
 @pytest.mark.parametrize("precision", ["float32", "float16"])
 def test_fused_numerics_fold_conv_bn_and_keep_storage_precision(precision, model, x):
     storage = torch.float16 if precision == "float16" else torch.float32

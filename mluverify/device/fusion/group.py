@@ -1,21 +1,25 @@
 """One fusion group, built into a fused engine: ``MLUFusionGroup{i}`` of a partitioned graph."""
 from __future__ import annotations
 
+import operator
+
 import torch
 import torch.utils._pytree as pytree
 from torch import fx, nn
 
 from mluverify.device.fusion import _device, numerics
 from mluverify.device.fusion.debug import DebugWriter
-from mluverify.device.fusion.partition import group_ops
+from mluverify.device.fusion.settings import op_name
+from mluverify.device.kernels import kernel_mode
 
 
 class FusedGroup(nn.Module):
     """A fusion group run as one unit: device inputs viewed as CPU once, the fused engine run,
     outputs adopted by the device once.
 
-    ``engine`` is the group's graph after the fused-numerics passes; ``reference`` is the
-    group's graph as captured, kept for ``FUSED_KERNEL_DEBUG``.
+    ``engine`` is the group's graph after the fused-numerics passes, calling the device's
+    ``cnml`` kernels; ``reference`` is the group's graph as captured, kept for
+    ``FUSED_KERNEL_DEBUG``.
     """
 
     def __init__(self, name: str, engine: fx.GraphModule, reference: fx.GraphModule,
@@ -36,7 +40,8 @@ class FusedGroup(nn.Module):
 
     def forward(self, *inputs: object) -> object:
         cpu_inputs = [_device.as_cpu(x) if _device.on_device(x) else x for x in inputs]
-        outputs = self.engine(*cpu_inputs)
+        with kernel_mode("cnml"):  # the kernels' fused numerics: reductions on core_number cores
+            outputs = self.engine(*cpu_inputs)
         if self.debug is not None:
             self._save_debug(inputs, outputs)
         if not any(_device.on_device(x) for x in inputs):
@@ -98,15 +103,13 @@ def _fused_engine(captured: fx.GraphModule, constants: dict[int, torch.Tensor], 
     graph.output(graph.graph_copy(captured.graph, {}))
     engine = fx.GraphModule(nn.Module(), graph, class_name=type(captured).__name__)
     numerics.bind_constants(engine, constants)
-    numerics.use_device_kernels(engine, _device.fused_kernel)
     numerics.fold_conv_bn(engine)
-    numerics.compute_in_place(engine)
-    bits = _device.matmul_mantissa_bits()
-    if storage == torch.float32 and bits is not None:
-        numerics.reduce_matmul_precision(engine, bits)
     if torch.finfo(storage).bits < 32:
         numerics.round_constants(engine, storage)
         numerics.keep_storage_precision(engine, storage)
+    engine = numerics.lower_to_device_ops(engine)
+    numerics.compute_in_place(engine, _device.fused_kernel)
+    numerics.use_device_kernels(engine, _device.fused_kernel)
     return engine
 
 
@@ -123,3 +126,11 @@ def _storage_dtype(node: fx.Node, constants: dict[int, torch.Tensor]) -> torch.d
     ]
     floating = {v.dtype for v in values if isinstance(v, torch.Tensor) and v.is_floating_point()}
     return min(floating, key=lambda d: torch.finfo(d).bits, default=torch.float32)
+
+
+def group_ops(group: fx.GraphModule) -> tuple[str, ...]:
+    """The op names of a group's graph, in order (tuple ``getitem``s left out)."""
+    return tuple(
+        op_name(n.target) for n in group.graph.nodes
+        if n.op == "call_function" and n.target is not operator.getitem
+    )

@@ -1,30 +1,42 @@
 """Fused numerics: graph passes that make a fusion group compute like a MagicMind engine.
 
 - ``bind_constants``: weights and buffers become constants of the group (not inputs), so they
-  can be folded and pre-rounded once, when the group is built.
-- ``use_device_kernels``: ops from outside ATen (the quantized conv / linear) run the device's
-  ``cnml`` kernel, which holds their device semantics (exact integer arithmetic).
+  can be folded, and prepared (quantized, rounded) once by the kernels' weight cache.
 - ``fold_conv_bn``: convolution + inference batch-norm become one convolution
   (``torch.nn.utils.fusion.fuse_conv_bn_weights``), as an inference engine does.
-- ``reduce_matmul_precision``: float32 conv / matmul inputs rounded to the numerics profile's
-  mantissa bits (TF32-like on MLU370), weights once when the group is built.
 - ``compute_in_place``: an activation or addition whose first operand is a fresh intermediate
   used nowhere else overwrites it, as a fused engine reuses its buffers (no new allocations;
-  values unchanged).
+  values unchanged). Only where the device's kernels are the plain ATen ops (a plugin's
+  kernel for the out-of-place op must run as it is).
 - ``keep_storage_precision``: with a float16 model, the group computes in float32 but rounds
   every value-changing op's output to float16, as device memory between fused kernels holds it
   (rounding in float32 is fast on the CPU, float16 arithmetic is not).
+- ``lower_to_device_ops``: the group is traced again (``make_fx`` on fake tensors), so that
+  composite ops (``conv2d``, ``linear``, ``layer_norm``, ``softmax``, ``max_pool2d``,
+  attention...) become the ops the device has kernels for (``convolution``, ``addmm``,
+  ``native_layer_norm``, ``_softmax``, ``max_pool2d_with_indices``, ``bmm``...), as they do
+  when the same model runs layer by layer; attention takes its math form.
+- ``use_device_kernels``: every op runs the device's kernel for the fused (``cnml``) mode, as
+  plugins registered it through ``mluverify_device_kernels`` (an op without a ``cnml`` kernel
+  uses its ``cnnl`` one): the per-op numerics of a fused group (quantized conv / matmul,
+  per-core reductions, the quantized layers' integer arithmetic) are the kernels', so a plugin
+  can plant or fix a fused kernel. ``aten::convolution`` runs the
+  ``aten::convolution_overrideable`` kernel (same arguments: the device's convolution entry).
+  The group runs under ``kernel_mode("cnml")``, so its reductions use the core number.
 """
 from __future__ import annotations
 
+import functools
 import operator
+import warnings
 from typing import Callable
 
 import torch
 from torch import fx
 from torch.nn.utils.fusion import fuse_conv_bn_weights
 
-from mluverify.device.fusion import _device
+from mluverify.device.fusion.exported import views_as_reshapes
+from mluverify.device.fusion.settings import op_name
 
 aten = torch.ops.aten
 
@@ -40,11 +52,9 @@ _FRESH_RESULT = frozenset({
 })
 _IN_PLACE = {aten.relu.default: aten.relu_.default, aten.add.Tensor: aten.add_.Tensor,
              aten.mul.Tensor: aten.mul_.Tensor, aten.hardtanh.default: aten.hardtanh_.default}
-# Argument positions of the factors of conv / matmul ops (biases are added in float32).
-_MATMUL_FACTORS = {
-    aten.conv2d.default: (0, 1), aten.convolution.default: (0, 1), aten.linear.default: (0, 1),
-    aten.mm.default: (0, 1), aten.addmm.default: (1, 2),
-}
+# Ops of a captured graph whose device kernel is registered under another name.
+DEVICE_KERNEL_NAMES = {"aten::convolution": "aten::convolution_overrideable"}
+KernelLookup = Callable[[str], "Callable | None"]
 
 # Ops whose output holds only values of their inputs (or constants exact in float16): rounding
 # their output to the storage precision changes nothing, so it is skipped.
@@ -186,40 +196,76 @@ def _insert_after(graph: fx.Graph, node: fx.Node, fn, dtype: torch.dtype) -> Non
         user.replace_input_with(node, converted)
 
 
-def reduce_matmul_precision(group: fx.GraphModule, bits: int) -> None:
-    """Round conv / matmul factors to ``bits`` mantissa bits: constants now, activations per call."""
-    for node in list(group.graph.nodes):
-        for position in _MATMUL_FACTORS.get(node.target, ()):
-            factor = node.args[position]
-            if factor.op == "get_attr":
-                setattr(group, factor.target, _device.round_mantissa(getattr(group, factor.target), bits))
-            else:
-                with group.graph.inserting_before(node):
-                    rounded = group.graph.call_function(_device.round_mantissa, (factor, bits))
-                node.update_arg(position, rounded)
-    group.recompile()
+@functools.cache
+def _lowering_table() -> dict:
+    from torch._decomp import get_decompositions
+
+    # The CPU's fused attention kernel, in its math form (bmm, softmax): as the device runs it.
+    return get_decompositions([aten._scaled_dot_product_flash_attention_for_cpu.default])
 
 
-def use_device_kernels(group: fx.GraphModule, kernel_for: Callable[[str], Callable | None]) -> None:
-    """Call ``kernel_for(op_name)`` (a CPU-tensor kernel, or None) instead of non-ATen ops."""
+def lower_to_device_ops(group: fx.GraphModule) -> fx.GraphModule:
+    """The group traced again down to the ops a device sees (composite ops decomposed); the
+    group itself when it cannot be (an input without example metadata, a data-dependent op)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from torch.fx.experimental.symbolic_shapes import guarding_hint_or_throw as example_value
+
+    examples = [n.meta.get("val") for n in group.graph.nodes if n.op == "placeholder"]
+    if not all(isinstance(v, torch.Tensor) for v in examples):
+        return group
+    try:
+        # A converted torch.jit module's graph has symbolic sizes: trace with their example values.
+        inputs = [torch.empty_strided([example_value(n) for n in v.shape], [example_value(n) for n in v.stride()],
+                                      dtype=v.dtype) for v in examples]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tracing through bound parameters warns about grad
+            lowered = make_fx(group, decomposition_table=_lowering_table(), tracing_mode="fake",
+                              _allow_non_fake_inputs=True)(*inputs)
+    except Exception:  # noqa: BLE001  any failure keeps the captured ops, which also run
+        return group
+    lowered.graph.eliminate_dead_code()
+    views_as_reshapes(lowered)  # tracing turned reshapes into views valid for the example's strides only
+    return lowered
+
+
+def device_kernel(target: object, kernel_for: KernelLookup) -> Callable | None:
+    """The device's fused-mode kernel for an fx call target (an op overload), or None."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return None
+    name = op_name(target)
+    return kernel_for(DEVICE_KERNEL_NAMES.get(name, name))
+
+
+def use_device_kernels(group: fx.GraphModule, kernel_for: KernelLookup) -> int:
+    """Call ``kernel_for(op_name)`` (a CPU-tensor kernel, or None: the op stays as captured)
+    instead of each op; return how many ops now run a kernel other than the ATen op itself."""
+    replaced = 0
     for node in group.graph.nodes:
-        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) \
-                and node.target.namespace != "aten":
-            kernel = kernel_for(node.target.name())
-            if kernel is not None:
-                node.target = kernel
+        kernel = device_kernel(node.target, kernel_for) if node.op == "call_function" else None
+        if kernel is not None and kernel is not node.target:
+            node.target = kernel
+            replaced += 1
     group.recompile()
+    return replaced
 
 
-def compute_in_place(group: fx.GraphModule) -> int:
+def compute_in_place(group: fx.GraphModule, kernel_for: KernelLookup) -> int:
     """Turn ops whose first operand is a fresh, otherwise unused intermediate into their
-    in-place forms; return how many."""
+    in-place forms, where the device's kernels of both forms are the ATen ops themselves;
+    return how many."""
     changed = 0
     for node in group.graph.nodes:
         operand = node.args[0] if node.op == "call_function" and node.args else None
         if (node.target in _IN_PLACE and isinstance(operand, fx.Node)
-                and operand.target in _FRESH_RESULT and len(operand.users) == 1):
+                and operand.target in _FRESH_RESULT and len(operand.users) == 1
+                and _plain_aten(node.target, kernel_for) and _plain_aten(_IN_PLACE[node.target], kernel_for)):
             node.target = _IN_PLACE[node.target]
             changed += 1
     group.recompile()
     return changed
+
+
+def _plain_aten(op: torch._ops.OpOverload, kernel_for: KernelLookup) -> bool:
+    """Whether ``op`` runs as itself on the device (its kernel is the ATen op, or it has none)."""
+    return device_kernel(op, kernel_for) in (None, op)

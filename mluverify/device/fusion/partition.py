@@ -77,11 +77,3 @@ def _rename_groups(graph_module: fx.GraphModule) -> list[str]:
             names.append(name)
     graph_module.recompile()
     return names
-
-
-def group_ops(group: fx.GraphModule) -> tuple[str, ...]:
-    """The op names of a group's graph, in order (tuple ``getitem``s left out)."""
-    return tuple(
-        op_name(n.target) for n in group.graph.nodes
-        if n.op == "call_function" and n.target is not operator.getitem
-    )
