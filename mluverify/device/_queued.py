@@ -10,6 +10,7 @@ after the work it depends on.
 """
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
@@ -21,7 +22,9 @@ if TYPE_CHECKING:
     from mluverify.device.queues import Queue
 
 NOT_QUEUED = object()
+Geometry = tuple[tuple[int, ...], tuple[int, ...], torch.dtype]  # an output's size, stride, dtype
 _META = torch.device("meta")
+PLAN_CACHE_ENTRIES = 4096
 # Ops whose meta kernel torch registers under another overload with the same arguments.
 _META_EQUIVALENTS = {torch.ops.aten.convolution_overrideable.default: torch.ops.aten.convolution.default}
 _EMPTY = torch.empty(0, device=_META)
@@ -52,9 +55,43 @@ def _to_meta(value: Any) -> Any:
     return value
 
 
-def meta_results(runner: "OpRunner", args: tuple, kwargs: dict) -> tuple | None:
-    """The op's results computed on meta tensors (one per schema return), or None when torch
-    cannot tell them without the data."""
+class _Plans:
+    """Output geometries by op and argument signature: a meta kernel can cost milliseconds (batch
+    norm's is a Python decomposition), a network issues the same calls every forward."""
+
+    def __init__(self) -> None:
+        self.geometries: dict[tuple, tuple[Geometry, ...] | None] = {}
+        self.lock = threading.Lock()
+
+    def get(self, runner: "OpRunner", args: tuple, kwargs: dict) -> tuple[Geometry, ...] | None:
+        key = (runner.op, _signature(args), _signature(tuple(kwargs.items())))
+        try:
+            return self.geometries[key]
+        except KeyError:
+            pass
+        except TypeError:  # an argument that cannot be hashed: plan without the cache
+            return meta_results(runner, args, kwargs)
+        planned = meta_results(runner, args, kwargs)
+        with self.lock:
+            if len(self.geometries) >= PLAN_CACHE_ENTRIES:
+                del self.geometries[next(iter(self.geometries))]
+            self.geometries[key] = planned
+        return planned
+
+
+def _signature(value: Any) -> Any:
+    """What the output geometry of a call can depend on: tensors' device type, dtype, size and
+    stride; every other argument's type and value."""
+    if isinstance(value, torch.Tensor):
+        return value.device.type, value.dtype, tuple(value.size()), value.stride()
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, *(_signature(v) for v in value))
+    return type(value).__name__, value
+
+
+def meta_results(runner: "OpRunner", args: tuple, kwargs: dict) -> tuple[Geometry, ...] | None:
+    """The geometry of the op's results from its meta kernel (one per schema return), or None
+    when torch cannot tell it without the data."""
     from mluverify.device._dispatch import wrapped_number
 
     meta_args = [wrapped_number(v) if isinstance(v, (bool, int, float, complex)) and i in runner._tensor_positions
@@ -66,20 +103,24 @@ def meta_results(runner: "OpRunner", args: tuple, kwargs: dict) -> tuple | None:
         return None
     results = (result,) if isinstance(result, torch.Tensor) else tuple(result or ())
     correct = _CPU_SHAPES.get(runner.op)
-    return results if correct is None else correct(results, args, kwargs)
+    results = results if correct is None else correct(results, args, kwargs)
+    return tuple((tuple(r.size()), r.stride(), r.dtype) for r in results)
+
+
+_PLANS = _Plans()
 
 
 def submit(runner: "OpRunner", queue: "Queue", compute: Callable[[], Any], call: "Call",
            args: tuple, kwargs: dict) -> Any:
     """Queue the op on ``queue``; its outputs, or ``NOT_QUEUED`` when it must run now."""
-    planned = meta_results(runner, args, kwargs)
+    planned = _PLANS.get(runner, args, kwargs)
     if planned is None:
         return NOT_QUEUED
     outputs, fresh = [], []
-    for position, meta in enumerate(planned):
+    for position, (size, stride, dtype) in enumerate(planned):
         target = runner._return_alias[position]
         if target is None:
-            output = empty_device(meta.size(), meta.dtype, meta.stride(), call.card)
+            output = empty_device(size, dtype, stride, call.card)
             fresh.append((position, output))
         else:
             output = runner._argument(target, args, kwargs)

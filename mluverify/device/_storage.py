@@ -66,7 +66,8 @@ _serials = itertools.count()
 release_listeners: list = []
 _BUFFERS: dict[int, _Buffer] = {}
 _BY_POINTER: dict[int, _Buffer] = {}
-_lock = threading.Lock()
+# Re-entrant: a storage freed by garbage collection inside a locked block releases its buffer there.
+_lock = threading.RLock()
 _allocated = [0] * CARDS  # bytes per card
 _max_allocated = [0] * CARDS
 
