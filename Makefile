@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify test gate bench venv browser
+.PHONY: verify verify-inductor test gate bench venv browser
 
 venv: $(STAMP)
 
@@ -16,11 +16,16 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 verify: $(STAMP)
-	$(BIN)/mluverify run
+	$(BIN)/mluverify run suites
+
+# The networks and one case per op x dtype of the op suites, compiled by TorchInductor on the CPU
+# (docs/backends.md); compiled code is cached in TORCHINDUCTOR_CACHE_DIR (~/.cache/mluverify/inductor).
+verify-inductor: $(STAMP)
+	$(BIN)/mluverify run suites/networks suites/ops suites/opinfo --target cpu:inductor --report reports/runs/inductor
 
 # The default suites against the committed baseline; fails on any regression (CI runs it).
 gate: $(STAMP)
-	$(BIN)/mluverify run -- --mlu-baseline reports/baseline --mlu-gate
+	$(BIN)/mluverify run suites -- --mlu-baseline reports/baseline --mlu-gate
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q

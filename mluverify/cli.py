@@ -18,6 +18,7 @@ COMMANDS: tuple[str, ...] = (
     "mluverify.commands.diff",
     "mluverify.commands.audit",
     "mluverify.commands.baseline",
+    "mluverify.commands.durations",
     "mluverify.commands.dump_diff",
     "mluverify.commands.capture",
     "mluverify.commands.exec",

@@ -32,24 +32,27 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 # ---------------------------------------------------------------------------------------------
 
 
-@hookspec
+@hookspec(historic=True)
 def mluverify_add_backends(registry: BackendRegistry) -> None:
     """Add back ends (and with them, targets ``backend:mode``) to ``registry``.
 
-    Called once per plugin manager. Call ``registry.add(backend)`` for each back end; a back
-    end says itself whether it is available on this machine (see ``mluverify.backends.Backend``).
+    Called once per session registry, and (historic) for every plugin registered later, as it
+    registers (a conftest.py that pytest finds while collecting). Call
+    ``registry.add(backend)`` for each back end; a back end says itself whether it is available
+    on this machine (see ``mluverify.backends.Backend``).
 
     :param registry: the registry of back ends of this session.
     """
 
 
-@hookspec
+@hookspec(historic=True)
 def mluverify_device_kernels(registry: KernelRegistry) -> None:
     """Add or override emulated-MLU kernels, by ATen op name and execution mode.
 
-    Called once, when ``mluverify.device`` is first imported (and again by
-    ``mluverify.device.reload_kernels()``). Later registrations of the same op and mode win,
-    so ``tryfirst`` built-ins can be overridden by ordinary third-party impls.
+    Called when ``mluverify.device`` is first imported (again by
+    ``mluverify.device.reload_kernels()``), and (historic) for every plugin registered later,
+    as it registers: its kernels take effect at once. Later registrations of the same op and
+    mode win, so ``tryfirst`` built-ins can be overridden by ordinary third-party impls.
 
     :param registry: call ``registry.register("aten::add.Tensor", fn, mode="cnnl")``.
     """

@@ -1,6 +1,14 @@
-"""The pluggy plugin manager shared by the pytest plugin, the CLI and the emulated device."""
+"""The pluggy plugin manager shared by the pytest plugin, the CLI and the emulated device.
+
+Every plugin, however it comes (built-in, entry point, ``-p``, conftest.py, registered late), is
+checked when it registers: a ``mluverify_*`` function that is no hook (a misspelled name, or a
+hook without ``@mluverify.hookimpl``, which pluggy would silently ignore) is a PluginError naming
+the plugin and the nearest hook, and pluggy rejects what does not fit a spec. Historic hooks
+(``mluverify_add_backends``, ``mluverify_device_kernels``) reach plugins registered later too.
+"""
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 import sys
@@ -14,6 +22,7 @@ from mluverify.errors import PluginError
 # Built-in behaviour, one concern per module, loaded exactly like third-party plugins.
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "mluverify.plugins.torch_devices",
+    "mluverify.plugins.inductor_backend",
     "mluverify.plugins.mlu_backend",
     "mluverify.plugins.mlu_backward_kernels",
     "mluverify.plugins.mlu_cnnl_kernels",
@@ -29,25 +38,31 @@ def new_plugin_manager(extra: Iterable[Any] = (), *, entry_points: bool = True) 
     """Build a plugin manager with the built-ins, entry-point plugins and ``extra`` plugins.
 
     ``extra`` holds module names or plugin objects (e.g. from ``-p`` under pytest).
-    Unknown hooks in any plugin raise PluginError naming the plugin.
+    A plugin with an unknown or undecorated hook raises PluginError naming the plugin.
     """
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     for name in DEFAULT_PLUGINS:
-        pm.register(importlib.import_module(name), name=name)
+        register(pm, name)
     if entry_points:
-        pm.load_setuptools_entrypoints(hookspecs.PROJECT)
+        _load_entry_points(pm)
     for plugin in extra:
         register(pm, plugin)
-    try:
-        pm.check_pending()
-    except pluggy.PluginValidationError as exc:
-        raise PluginError(f"plugin {exc.plugin!r} defines an unknown hook: {exc}") from None
     return pm
 
 
+def _load_entry_points(pm: pluggy.PluginManager) -> None:
+    try:
+        pm.load_setuptools_entrypoints(hookspecs.PROJECT)
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(f"plugin {_name(pm, exc.plugin)}: {exc}") from None
+    for plugin, _ in pm.list_plugin_distinfo():
+        check_plugin(pm, plugin)
+    _check_pending(pm)
+
+
 def register(pm: pluggy.PluginManager, plugin: Any) -> None:
-    """Register a plugin object or importable module name, once."""
+    """Register a plugin object or importable module name, once, and check it."""
     if isinstance(plugin, str):
         if pm.get_plugin(plugin) is not None:
             return
@@ -59,16 +74,55 @@ def register(pm: pluggy.PluginManager, plugin: Any) -> None:
         if pm.is_registered(plugin):
             return
         plugin_object, name = plugin, None
-    pm.register(plugin_object, name=name)
-    _reload_device_kernels(pm, plugin_object)
+    check_plugin(pm, plugin_object)
+    try:
+        pm.register(plugin_object, name=name)
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(f"plugin {_name(pm, plugin_object)}: {exc}") from None
+    except Exception as exc:  # a historic hook, called for the plugin as it registers, raised
+        pm.unregister(plugin_object)
+        raise PluginError(f"plugin {_name(pm, plugin_object)} raised when registered (historic hooks "
+                          f"are called then): {type(exc).__name__}: {exc}") from exc
+    _check_pending(pm)
 
 
-def _reload_device_kernels(pm: pluggy.PluginManager, plugin: Any) -> None:
-    """A kernel plugin registered after the emulated device loaded its kernels (``-p plugin``,
-    a conftest.py) makes the device load them again, so its overrides take effect."""
-    device = sys.modules.get("mluverify.device")
-    if device is not None and hasattr(plugin, "mluverify_device_kernels") and pm is get_plugin_manager():
-        device.reload_kernels()
+def _check_pending(pm: pluggy.PluginManager) -> None:
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(f"plugin {_name(pm, exc.plugin)}: {exc}") from None
+
+
+def check_plugin(pm: pluggy.PluginManager, plugin: Any) -> None:
+    """Every ``mluverify_*`` function of ``plugin`` must be a hook pluggy will call: one with a
+    spec, marked ``@mluverify.hookimpl``. Else a PluginError names it and the nearest hook."""
+    known = hook_names(pm)
+    for attribute in dir(plugin):
+        if not attribute.startswith(f"{hookspecs.PROJECT}_") or not callable(getattr(plugin, attribute, None)):
+            continue
+        if attribute not in known:
+            nearest = difflib.get_close_matches(attribute, known, n=1, cutoff=0.6)
+            hint = f"did you mean {nearest[0]}?" if nearest else f"the hooks are {', '.join(sorted(known))}"
+            raise PluginError(f"plugin {_name(pm, plugin)}: {attribute} is not a mluverify hook; {hint}")
+        if pm.parse_hookimpl_opts(plugin, attribute) is None:
+            raise PluginError(f"plugin {_name(pm, plugin)}: {attribute} is not decorated with "
+                              f"@mluverify.hookimpl, so it would never be called")
+
+
+def hook_names(pm: pluggy.PluginManager) -> list[str]:
+    """The hooks with a specification in ``pm``."""
+    return [name for name, caller in vars(pm.hook).items() if getattr(caller, "spec", None) is not None]
+
+
+def _name(pm: pluggy.PluginManager, plugin: Any) -> str:
+    """A plugin's registered or module name, and the file that defines it."""
+    is_module = hasattr(plugin, "__file__")
+    module_name = plugin.__name__ if is_module else type(plugin).__module__
+    name = pm.get_name(plugin) if pm.is_registered(plugin) else None
+    if not name or name.isdigit():  # pluggy names an unnamed object by its id
+        name = module_name if is_module else f"{module_name}.{type(plugin).__qualname__}"
+    where = getattr(sys.modules.get(module_name), "__file__", None)
+    return f"{name!r}" + (f" ({where})" if where else "")
 
 
 @functools.lru_cache(maxsize=1)
@@ -78,9 +132,12 @@ def get_plugin_manager() -> pluggy.PluginManager:
 
 
 def call_hook(pm: pluggy.PluginManager, name: str, **kwargs: Any) -> Any:
-    """Call hook ``name``; a plugin that raises becomes a PluginError naming plugin and hook."""
+    """Call hook ``name`` (a historic one also for plugins registered later, returning None); a
+    plugin that raises becomes a PluginError naming plugin and hook."""
     hook = getattr(pm.hook, name)
     try:
+        if hook.is_historic():
+            return hook.call_historic(kwargs=kwargs)
         return hook(**kwargs)
     except Exception as exc:
         culprit = _culprit(pm, exc)

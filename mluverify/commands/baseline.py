@@ -12,7 +12,6 @@ import os
 import shutil
 from pathlib import Path
 
-DEFAULT_FROM = Path("reports/latest")
 DEFAULT_TO = Path("reports/baseline")
 COPIED = ("records.parquet", "summary.md", "summary.csv")
 
@@ -22,8 +21,8 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
                                    description=__doc__.splitlines()[0])
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     update = actions.add_parser("update", help="replace the baseline with a run's records")
-    update.add_argument("--from", dest="source", type=Path, default=DEFAULT_FROM,
-                        help=f"run directory to take (default: {DEFAULT_FROM})")
+    update.add_argument("--from", dest="source", type=Path, default=None,
+                        help="run directory to take (default: [tool.mluverify] report_dir)")
     update.add_argument("--to", dest="target", type=Path, default=DEFAULT_TO,
                         help=f"baseline directory (default: {DEFAULT_TO})")
     update.add_argument("--allow-failures", action="store_true",
@@ -32,36 +31,31 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
 
 
 def update_baseline(args: argparse.Namespace) -> int:
+    from mluverify.config import load_settings
     from mluverify.errors import RecordsError
     from mluverify.report.loading import load
 
-    if not args.source.is_dir():
-        raise RecordsError(f"--from {args.source} is not a run directory")
-    frame = load(args.source)
+    settings = load_settings(Path("pyproject.toml"))
+    source = args.source or Path(settings.report_dir)
+    if not source.is_dir():
+        raise RecordsError(f"--from {source} is not a run directory")
+    frame = load(source)
     if frame.empty:
-        raise RecordsError(f"{args.source} holds no records; an empty run cannot become the baseline")
-    failing = _failing_cases(frame)
+        raise RecordsError(f"{source} holds no records; an empty run cannot become the baseline")
+    failing = frame[~frame["status"].isin({"passed", "waived", *settings.allow})]
     if not args.allow_failures:
-        _refuse_failing(args.source, failing)
+        _refuse_failing(source, failing)
     args.target.mkdir(parents=True, exist_ok=True)
     for name in COPIED:
-        if (args.source / name).exists():
-            _replace(args.source / name, args.target / name)
-    print(f"baseline {args.target} updated from {args.source}: {len(frame)} records, {len(failing)} failing")
+        if (source / name).exists():
+            _replace(source / name, args.target / name)
+    print(f"baseline {args.target} updated from {source}: {len(frame)} records, {len(failing)} failing")
     return 0
 
 
-def _failing_cases(frame):
-    """Records whose status is neither passed, waived nor allowed by ``[tool.mluverify] allow``."""
-    from mluverify.config import load_settings
-
-    accepted = {"passed", "waived", *load_settings(Path("pyproject.toml")).allow}
-    return frame[~frame["status"].isin(accepted)]
-
-
 def _refuse_failing(source: Path, failing) -> None:
-    """A baseline is what the gate accepts: a run with failing cases or an interrupted run is
-    refused."""
+    """A baseline is what the gate accepts: a run with failing cases (status neither passed,
+    waived nor allowed by ``[tool.mluverify] allow``) or an interrupted run is refused."""
     from mluverify.errors import RecordsError
     from mluverify.report.records import read_metadata
 

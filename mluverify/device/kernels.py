@@ -32,6 +32,8 @@ on CPU tensors: ``registry.kernel("aten::convolution_overrideable", "cnnl")(x, w
 from __future__ import annotations
 
 import contextlib
+import contextvars
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from mluverify.errors import InvalidArgument, valid_choice
@@ -72,8 +74,7 @@ class KernelRegistry:
 
     def register(self, op_name: str, fn: Kernel, mode: str = DEFAULT_MODE) -> None:
         """Register ``fn`` for ``op_name`` (e.g. ``"aten::add.Tensor"``) in ``mode``."""
-        if mode not in MODES:
-            raise valid_choice("kernel mode", mode, MODES)
+        _check_mode(mode)
         if not callable(fn):
             raise InvalidArgument(f"kernel for {op_name!r} must be callable, got {fn!r} (type={type(fn).__name__})")
         name = canonical_op_name(op_name)
@@ -100,23 +101,47 @@ class KernelRegistry:
         return len(self._kernels)
 
 
-class _ModeState:
-    """The execution mode whose kernels the device runs (process-wide)."""
+# The mode of a ``kernel_mode()`` block: per thread and asyncio task, like any ContextVar.
+_block_mode: contextvars.ContextVar[str | None] = contextvars.ContextVar("mluverify_kernel_mode", default=None)
 
-    current: str = DEFAULT_MODE
+
+@dataclass
+class _DefaultMode:
+    """The process-wide default mode (``set_default_mode``). ContextVars do not reach the
+    threads autograd runs a device's backward ops on, so a script-wide switch (torch_mlu's
+    ``set_cnml_enabled``) needs one value every thread reads."""
+
+    mode: str = DEFAULT_MODE
+
+
+_default = _DefaultMode()
 
 
 def active_mode() -> str:
-    return _ModeState.current
+    """The mode whose kernels run now: the innermost ``kernel_mode()`` block of this context,
+    else the process-wide default."""
+    return _block_mode.get() or _default.mode
+
+
+def set_default_mode(mode: str) -> None:
+    """Make ``mode`` the process-wide default: what every thread (autograd's backward threads
+    included) runs outside a ``kernel_mode()`` block."""
+    _check_mode(mode)
+    _default.mode = mode
 
 
 @contextlib.contextmanager
 def kernel_mode(mode: str) -> Iterator[str]:
-    """Run the ``with`` block with the kernels of ``mode`` (ops without one use ``cnnl``)."""
-    if mode not in MODES:
-        raise valid_choice("kernel mode", mode, MODES)
-    previous, _ModeState.current = _ModeState.current, mode
+    """Run the ``with`` block, in this thread or task, with the kernels of ``mode`` (ops without
+    one use ``cnnl``). Backward ops that autograd runs on its own thread see the default mode."""
+    _check_mode(mode)
+    token = _block_mode.set(mode)
     try:
         yield mode
     finally:
-        _ModeState.current = previous
+        _block_mode.reset(token)
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise valid_choice("kernel mode", mode, MODES)

@@ -134,25 +134,32 @@ def normalize(record: dict[str, Any]) -> dict[str, Any]:
 
 
 class ShardWriter:
-    """Appends records of one process to its own JSON-lines shard, one flushed line each."""
+    """Appends records of one process to its own JSON-lines shard, one line per system call.
+
+    The shard only ever holds whole lines: a write the disk (or a file-size limit) cuts short is
+    cut back to the last whole line, so later records never follow a torn one.
+    """
 
     def __init__(self, run_dir: Path, worker: str = "main") -> None:
         self.path = Path(run_dir) / SHARD_DIR / f"records-{worker}-{os.getpid()}.jsonl"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")
+            self._file = open(self.path, "ab", buffering=0)
         except OSError as exc:
             raise RecordsError(f"cannot write records to {self.path.parent}: {exc.strerror}") from None
+        self._whole = self._file.seek(0, os.SEEK_END)  # bytes of whole lines
 
     def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(normalize(record), allow_nan=True) + "\n"
+        line = memoryview((json.dumps(normalize(record), allow_nan=True) + "\n").encode("utf-8"))
         try:
-            self._file.write(line)
-            self._file.flush()
+            while line:
+                line = line[self._file.write(line):]
         except OSError as exc:
+            os.ftruncate(self._file.fileno(), self._whole)
             raise RecordsError(
                 f"cannot append to {self.path} ({exc.strerror}); records written before are kept"
             ) from None
+        self._whole = self._file.tell()
 
     def close(self) -> None:
         self._file.close()

@@ -1,0 +1,205 @@
+"""Faults injected into real runs (subprocesses): SIGKILL and SIGINT mid-run, a full disk (a real
+file-size limit, RLIMIT_FSIZE), read-only report and dump directories, two runs into one
+directory at once. No record is lost, no report is left half-written, every message is clear."""
+import contextlib
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas  # noqa: F401  imported before pytester snapshots sys.modules, so it is loaded once
+import pyarrow.parquet as pq
+import pytest
+
+from mluverify.errors import InvalidArgument
+
+# Test n verifies one case (seed n). With BLOCK_AT=k, test k first says so (the REACHED file)
+# and then waits for the GO file: the run is caught with exactly k records written.
+SUITE = """
+import os, pathlib, time
+import pytest, torch
+
+@pytest.mark.parametrize("n", range({count}))
+def test_add(verify, n):
+    if os.environ.get("BLOCK_AT") == str(n):
+        pathlib.Path(os.environ["REACHED"]).write_text("reached")
+        while not pathlib.Path(os.environ["GO"]).exists():
+            time.sleep(0.1)
+    verify(torch.add, torch.ones(64), torch.full((64,), float(n)), op="add", seed=n)
+"""
+WAIT_S = 300
+
+
+def pytest_argv(pytester, *args):
+    return [sys.executable, "-m", "pytest", "-p", "mluverify", "-p", "no:cacheprovider", "--mlu-target=cpu64:eager",
+            f"--mlu-report={pytester.path / 'run'}", *args]
+
+
+def records(run_dir):
+    return pq.read_table(run_dir / "records.parquet").to_pandas()
+
+
+def shard_lines(run_dir):
+    return sum(path.read_bytes().count(b"\n") for path in (run_dir / "shards").glob("*.jsonl"))
+
+
+def cli(pytester, *args):
+    return pytester.run(sys.executable, "-m", "mluverify.cli", *args)
+
+
+@contextlib.contextmanager
+def blocked_run(pytester, block_at, *args):
+    """A run started in the background, held inside test ``block_at`` (``block_at`` records
+    written); yields the process, lets it go on leaving the block."""
+    reached, go = pytester.path / "reached", pytester.path / "go"
+    reached.unlink(missing_ok=True)
+    go.unlink(missing_ok=True)
+    env = dict(os.environ, BLOCK_AT=str(block_at), REACHED=str(reached), GO=str(go))
+    process = subprocess.Popen(pytest_argv(pytester, *args), cwd=pytester.path, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not reached.exists():
+            assert process.poll() is None, process.communicate()[0]
+            assert time.monotonic() < deadline, "the run never reached the blocking test"
+            time.sleep(0.2)
+        yield process
+    finally:
+        go.write_text("go")
+        if process.poll() is None:
+            process.wait(WAIT_S)
+
+
+@pytest.fixture
+def previous(pytester):
+    """A finished run of 6 records in ``run``: what a failed next run must leave as it was."""
+    pytester.makepyfile(test_add=SUITE.format(count=6))
+    result = pytester.run(*pytest_argv(pytester))
+    assert result.ret == 0
+    assert len(records(pytester.path / "run")) == 6
+    return pytester
+
+
+def test_sigkill_mid_run_keeps_the_previous_run_and_every_record(previous):
+    pytester = previous
+    with blocked_run(pytester, 3) as process:
+        process.kill()
+        process.wait(WAIT_S)
+    run, staging = pytester.path / "run", pytester.path / "run.running"
+    assert len(records(run)) == 6 and sorted(records(run)["seed"]) == list(range(6))  # untouched
+    assert shard_lines(staging) == 3  # tests 0, 1, 2: every record written before the kill
+    # the next run sets the killed one aside, says where, and replaces the previous one
+    result = pytester.run(*pytest_argv(pytester))
+    assert result.ret == 0
+    kept = next(pytester.path.glob("run.interrupted-*"))
+    result.stdout.fnmatch_lines([f"*an interrupted run's records were kept in {kept}*"])
+    assert len(records(pytester.path / "run.prev")) == 6 and len(records(run)) == 6
+    assert cli(pytester, "report", str(kept)).ret == 0
+    assert sorted(records(kept)["seed"]) == [0, 1, 2]
+
+
+def test_sigint_mid_run_reports_what_ran_and_is_no_baseline(previous):
+    pytester = previous
+    with blocked_run(pytester, 3) as process:
+        process.send_signal(signal.SIGINT)
+        output = process.communicate(timeout=WAIT_S)[0]
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output
+    run = pytester.path / "run"
+    assert sorted(records(run)["seed"]) == [0, 1, 2]  # merged and reported
+    assert (run / "report.html").exists() and not list(run.glob("*.tmp-*"))
+    assert len(records(pytester.path / "run.prev")) == 6  # the previous run is kept
+    refused = cli(pytester, "baseline", "update", "--from", str(run), "--to", str(pytester.path / "base"))
+    assert refused.ret == 2
+    refused.stderr.fnmatch_lines(["*is an interrupted run*--allow-failures*"])
+
+
+def limit_file_size(limit):
+    def apply():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def test_a_full_disk_loses_no_record_and_replaces_nothing(previous):
+    pytester = previous
+    pytester.makepyfile(test_add=SUITE.format(count=40))
+    limit = 24 * 1024  # room for some records, not for all (one is about a kilobyte)
+    process = subprocess.run(pytest_argv(pytester, "-q"), cwd=pytester.path, capture_output=True, text=True,
+                             preexec_fn=limit_file_size(limit), timeout=WAIT_S)
+    out = process.stdout + process.stderr
+    assert process.returncode == 1, out
+    assert "File too large" in out and "records written before are kept" in out
+    assert "INTERNALERROR" not in out
+    staging = pytester.path / "run.running"
+    assert f"every record written is kept in {staging}" in out
+    assert len(records(pytester.path / "run")) == 6  # the previous run is untouched
+    assert not list(staging.glob("*.tmp-*"))  # no half-written records file
+    passed = int(out.rsplit(" passed", 1)[0].rsplit(" ", 1)[-1].rsplit("\n", 1)[-1])
+    assert 5 < passed < 40
+    # with room again, the kept shards become the run's records: one per passed test
+    assert cli(pytester, "report", str(staging)).ret == 0
+    assert sorted(records(staging)["seed"]) == list(range(passed))
+
+
+@contextlib.contextmanager
+def read_only(path: Path):
+    """``path`` and everything in it unwritable, for root too (root ignores permission bits: the
+    immutable attribute stops it)."""
+    if os.geteuid() == 0:
+        made = subprocess.run(["chattr", "-R", "+i", str(path)], capture_output=True, text=True)
+        if made.returncode != 0:
+            pytest.skip(f"cannot make {path} immutable here: {made.stderr.strip()}")
+        undo = ["chattr", "-R", "-i", str(path)]
+    else:
+        subprocess.run(["chmod", "-R", "a-w", str(path)], check=True)
+        undo = ["chmod", "-R", "u+w", str(path)]
+    try:
+        yield path
+    finally:
+        subprocess.run(undo, check=True)
+
+
+def test_a_read_only_previous_run_is_a_usage_error_not_an_internal_error(previous):
+    pytester = previous
+    run = pytester.path / "run"
+    with read_only(run):
+        result = pytester.run(*pytest_argv(pytester))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*previous run directory {run} is read-only*chmod -R u+w*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    assert len(records(run)) == 6 and not (pytester.path / "run.running").exists()
+
+
+def test_a_read_only_parent_and_a_read_only_run_to_report_are_named(previous):
+    pytester = previous
+    parent = pytester.mkdir("locked")
+    with read_only(parent):
+        result = pytester.run(*pytest_argv(pytester, f"--mlu-report={parent / 'run'}"))
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"*{parent}*is not writable*"])
+    with read_only(pytester.path / "run"):
+        result = cli(pytester, "report", "run")
+    assert result.ret == 2
+    result.stderr.fnmatch_lines(["mluverify report: error: cannot write *run/*"])
+
+
+def test_a_read_only_dump_directory_is_named(tmp_path):
+    from mluverify.dump import Dumper
+
+    with read_only(tmp_path):
+        with pytest.raises(InvalidArgument, match=f"dump_dir '{tmp_path}/dump' is not writable"):
+            with Dumper(dump_dir=tmp_path / "dump"):
+                pass
+
+
+def test_a_second_run_into_the_same_directory_refuses_and_the_first_finishes(previous):
+    pytester = previous
+    with blocked_run(pytester, 3) as first:
+        second = pytester.run(*pytest_argv(pytester))
+        assert second.ret == pytest.ExitCode.USAGE_ERROR
+        second.stderr.fnmatch_lines([f"*report directory {pytester.path / 'run'} is in use by another run "
+                                     f"(pid {first.pid} on *; wait for it to end or pass another --mlu-report*"])
+    assert first.returncode == 0, first.stdout.read()
+    assert sorted(records(pytester.path / "run")["seed"]) == list(range(6))
