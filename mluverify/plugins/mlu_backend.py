@@ -123,10 +123,11 @@ def _to_cpu(t):
 
 
 @contextlib.contextmanager
-def running_as(mlu_model: Any, core_version: str) -> Iterator[dict[str, Any]]:
-    """Run under ``core_version`` (when not ""; the previous one restored after) and yield the
-    record's device facts, read as the case finishes: ``core_version`` and ``core_number``
-    (None where ``mlu_model`` cannot tell)."""
+def running_on_torch_mlu(core_version: str) -> Iterator[dict[str, Any]]:
+    """Run on a real torch_mlu under ``core_version`` (when not ""; the previous one restored
+    after) and yield the record's device facts, read as the case finishes: ``core_version`` and
+    ``core_number`` (None where torch_mlu cannot tell)."""
+    mlu_model = _torch_mlu_model()
     get_version = getattr(mlu_model, "get_core_version", None)
     previous = get_version() if get_version else None
     if core_version:
@@ -139,6 +140,24 @@ def running_as(mlu_model: Any, core_version: str) -> Iterator[dict[str, Any]]:
     finally:
         if core_version and previous is not None:
             mlu_model.set_core_version(previous)
+
+
+# Modes of the emulator that run fused programs: their reductions use the core number.
+FUSED_MODES = ("cnml", "offline")
+
+
+@contextlib.contextmanager
+def running_on_emulator(core_version: str, mode: str) -> Iterator[dict[str, Any]]:
+    """Run on the emulator under ``core_version`` (restored after) and yield the record's device
+    facts as the case finishes: the core version, and the cores its reductions were split across
+    (the core number for fused modes, the fixed layer-by-layer count otherwise)."""
+    from mluverify.device import numerics
+
+    facts: dict[str, Any] = {}
+    with numerics.numerics_settings(core_version=core_version):
+        yield facts
+        facts["core_version"] = numerics.active_core_version()
+        facts["core_number"] = numerics.cores_for("cnml" if mode in FUSED_MODES else "cnnl")
 
 
 # The emulator's core versions (its numerics profiles, ``mluverify.device.numerics.PROFILES``),
@@ -192,11 +211,15 @@ class MluBackend(Backend):
 
         return mlu_model
 
+    def _running(self, case: Case) -> contextlib.AbstractContextManager[dict[str, Any]]:
+        if self.impl == TORCH_MLU:
+            return running_on_torch_mlu(case.core_version)
+        return running_on_emulator(case.core_version or self.variants[0], case.mode)
+
     def execute(self, fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
         self.policy(case.mode)  # unknown mode: InvalidArgument listing the valid ones
         _, runner = self.runners[case.mode]
-        core_version = case.core_version or next(iter(self.variants), "")
-        with running_as(self._mlu_model(), core_version) as facts, self._fallbacks() as fallbacks:
+        with self._running(case) as facts, self._fallbacks() as fallbacks:
             ran = runner(fn, args, kwargs, case)
             ran = ran if isinstance(ran, Ran) else Ran(ran)
             on_cpu = map_tensors(_to_cpu, ran.output)

@@ -53,7 +53,9 @@ X = torch.rand(1, 3, 16, 16, generator=torch.Generator().manual_seed(3))
 def test_cnnl_runs_on_the_device_with_the_emulators_facts():
     execution = execute(make_test_model(), (X,), mode="cnnl")
     assert (execution.executed_as, execution.not_fused_reason) == ("device", "")
-    assert execution.info == {"device_impl": "emulator", "core_version": "MLU270", "core_number": 1}
+    # Layer by layer, reductions split across a fixed 4 cores whatever set_core_number says
+    # (the seeds: the core number applies to inference, i.e. fused, mode only).
+    assert execution.info == {"device_impl": "emulator", "core_version": "MLU270", "core_number": 4}
 
 
 def test_a_model_every_op_of_which_fuses_is_fused():
@@ -153,12 +155,12 @@ def test_an_unknown_core_version_is_refused_naming_the_valid_ones():
 
 
 def test_the_record_holds_the_core_number_that_ran():
-    mlu_model.set_core_number(4)
+    mlu_model.set_core_number(16)
     try:
-        execution = execute(make_test_model(), (X,))
+        fused, layer_by_layer = (execute(make_test_model(), (X,), mode=mode) for mode in ("cnml", "cnnl"))
     finally:
         mlu_model.set_core_number(1)
-    assert execution.info["core_number"] == 4
+    assert (fused.info["core_number"], layer_by_layer.info["core_number"]) == (16, 4)
 
 
 # --- a fused program failing at run time ----------------------------------------------------

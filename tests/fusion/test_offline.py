@@ -17,7 +17,7 @@ from fusion_models import WithCumsum, make_test_model, quantized_on_mlu
 from mluverify import __version__
 from mluverify.case import Case, Target
 from mluverify.compare import compare
-from mluverify.device import mlu_model, offline
+from mluverify.device import mlu_model, numerics, offline
 from mluverify.device.fusion import fuse
 from mluverify.plugins.mlu_backend import MluBackend
 
@@ -95,17 +95,20 @@ def test_save_as_cambricon_around_the_seeds_fused_run(tmp_path, monkeypatch):
     assert offline.saving_as() is None
     loaded = offline.load(tmp_path / "test_model.cambricon")
     assert torch.equal(loaded(X.to("mlu")).cpu(), online)
-    assert (loaded.manifest.core_version, loaded.manifest.model) == ("MLU270", "TopLevelTracedModule")
+    assert (loaded.manifest.numerics["core_version"], loaded.manifest.model) == ("MLU270", "TopLevelTracedModule")
 
 
-def test_the_offline_model_keeps_the_core_version_it_was_saved_for(tmp_path):
+@pytest.mark.parametrize("setting", [{"core_version": "MLU370"}, {"matmul_precision": "int8"}, {"core_number": 16}])
+def test_the_offline_model_keeps_the_numerics_it_was_saved_under(tmp_path, setting):
     model, x = make_test_model().to("mlu"), on_mlu("float32")
-    with mlu_model.core_version("MLU370"):
-        path = offline.save(model, (x,), tmp_path / "mlu370.cambricon")
+    with numerics.numerics_settings(**setting):
+        path = offline.save(model, (x,), tmp_path / "model.cambricon")
         expected = fuse(model, (x,))(x).cpu()
-    assert not torch.equal(fuse(model, (x,))(x).cpu(), expected)  # MLU270 computes otherwise
+    if "core_number" not in setting:  # TestModel has no reduction the core number splits
+        assert not torch.equal(fuse(model, (x,))(x).cpu(), expected)  # the defaults compute otherwise
+    before = numerics.active_settings()
     assert torch.equal(offline.load(path)(x).cpu(), expected)
-    assert mlu_model.get_core_version() == "MLU270"
+    assert numerics.active_settings() == before
 
 
 # --- bad input ------------------------------------------------------------------------------

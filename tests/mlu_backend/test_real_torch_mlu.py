@@ -72,7 +72,7 @@ def test_the_mlu_backend_selects_an_importable_torch_mlu_and_never_loads_the_emu
 def test_without_torch_mlu_the_emulator_runs(tmp_path):
     found = _run_cases(tmp_path, "mluverify.device.mlu_model")
     assert (found["impl"], found["variants"], found["torch_mlu"]) == ("emulator", ["MLU270", "MLU370"], None)
-    assert found["cnnl"]["info"] == {"device_impl": "emulator", "core_version": "MLU270", "core_number": 1}
+    assert found["cnnl"]["info"] == {"device_impl": "emulator", "core_version": "MLU270", "core_number": 4}
     assert found["cnml"]["info"]["core_version"] == "MLU370" and found["core_version_after"] == "MLU270"
 
 

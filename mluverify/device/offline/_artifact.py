@@ -24,6 +24,8 @@ MANIFEST, PROGRAM = "manifest.json", "program.pt2"
 class Manifest:
     """What an offline model holds besides its program.
 
+    ``numerics``: the device's numerics settings it was saved under (core version, core number,
+    matmul precision: ``mluverify.device.numerics.NumericsSettings``), which it runs under.
     ``groups``: for each fusion group ``MLUFusionGroup{i}``, the indices of its ops among the
     program's ``call_function`` nodes (graph order); ``ops``: every such node's op name, to
     check the program read back is the one the groups were cut from.
@@ -32,8 +34,7 @@ class Manifest:
     model: str
     mluverify_version: str
     torch_version: str
-    core_version: str
-    core_number: int
+    numerics: dict
     groups: tuple[tuple[int, ...], ...]
     ops: tuple[str, ...]
     format: int = FORMAT

@@ -11,7 +11,6 @@ import contextlib
 import io
 import os
 from pathlib import Path
-from typing import Iterator
 
 import torch
 import torch.utils._pytree as pytree
@@ -61,7 +60,7 @@ class OfflineModel(nn.Module):
 
     def extra_repr(self) -> str:
         m = self.manifest
-        return f"path={str(self.path)!r}, model={m.model}, core_version={m.core_version}, groups={len(m.groups)}"
+        return f"path={str(self.path)!r}, model={m.model}, numerics={m.numerics}, groups={len(m.groups)}"
 
 
 def _fits(value: object, example: torch.Tensor | None) -> bool:
@@ -79,19 +78,11 @@ def _describe(tensor: torch.Tensor | None) -> str | None:
     return f"{str(tensor.dtype).removeprefix('torch.')}{list(tensor.shape)}"
 
 
-@contextlib.contextmanager
-def _numerics(manifest: Manifest) -> Iterator[None]:
-    """The core version and core number the model was saved with, restored afterwards."""
-    from mluverify.device import mlu_model
+def _numerics(manifest: Manifest) -> contextlib.AbstractContextManager:
+    """The numerics settings the model was saved with, restored afterwards."""
+    from mluverify.device import numerics
 
-    previous = mlu_model.get_core_version(), mlu_model.get_core_number()
-    mlu_model.set_core_version(manifest.core_version)
-    mlu_model.set_core_number(manifest.core_number)
-    try:
-        yield
-    finally:
-        mlu_model.set_core_version(previous[0])
-        mlu_model.set_core_number(previous[1])
+    return numerics.numerics_settings(**manifest.numerics)
 
 
 def load(path: str | os.PathLike) -> OfflineModel:

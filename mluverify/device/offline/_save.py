@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import io
 import os
 from pathlib import Path
@@ -37,7 +38,7 @@ def save(model: nn.Module, example_inputs: tuple, path: str | os.PathLike) -> Pa
 
     The model and inputs may be on ``mlu`` or on the CPU; quantized models keep their
     quantization parameters. The program is saved with the numerics settings in force (core
-    version, core number), which the offline model keeps wherever it runs.
+    version, core number, matmul precision), which the offline model keeps wherever it runs.
 
     :raises OfflineModelError: when the model cannot be captured or does not fuse whole (an
         offline model holds fusion groups only, as a CNML offline model holds no framework op),
@@ -45,7 +46,7 @@ def save(model: nn.Module, example_inputs: tuple, path: str | os.PathLike) -> Pa
         ``path`` is kept in every such case.
     """
     from mluverify import __version__
-    from mluverify.device import mlu_model
+    from mluverify.device import numerics
     from mluverify.device.fusion import _device
     from mluverify.device.fusion.capture import capture_program, model_name
 
@@ -61,8 +62,7 @@ def save(model: nn.Module, example_inputs: tuple, path: str | os.PathLike) -> Pa
     torch.export.save(program, serialized)
     groups, ops = _fusion_groups(serialized.getvalue(), path)
     manifest = Manifest(model=model_name(model), mluverify_version=__version__, torch_version=torch.__version__,
-                        core_version=mlu_model.get_core_version(), core_number=mlu_model.get_core_number(),
-                        groups=groups, ops=ops)
+                        numerics=dataclasses.asdict(numerics.active_settings()), groups=groups, ops=ops)
     return write(path, manifest, serialized.getvalue())
 
 
