@@ -75,12 +75,15 @@ def test_op_without_device_kernel_is_recorded_as_cpu_fallback(verify, records) -
     assert "aten::cumsum" in records[-1]["fallback_ops"], records[-1]["fallback_ops"]
 
 
-def test_uncapturable_model_runs_layer_by_layer_within_tolerance(verify, records) -> None:
+def test_uncapturable_model_is_not_fused_with_the_reason_never_a_pass(verify, records) -> None:
     from mluverify.device import fuse, fusion_summary
 
-    with pytest.warns(UserWarning):
+    with pytest.warns(UserWarning), pytest.raises(pytest.fail.Exception, match="not_fused: .*cannot capture DataDependent"):
         verify(_model(DataDependent), _input(), op="data_dependent_model")
-    assert records[-1]["error"] == ""
+    record = records[-1]
+    assert (record["status"], record["executed_as"], record["error"]) == ("not_fused", "layer-by-layer", "")
+    assert record["not_fused_reason"].startswith("cannot capture DataDependent: GuardOnDataDependentSymNode")
+    assert record["passed"]  # the value itself is within the bound: it is the verdict that says not_fused
     fused = fuse(_model(DataDependent).to("mlu"), (_input().to("mlu"),))
     fused(_input().to("mlu"))
     assert fusion_summary(fused).layer_by_layer_reason
