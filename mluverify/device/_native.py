@@ -3,9 +3,9 @@
 torch's Python back-end API registers PrivateUse1 hooks that cannot provide a pinned-memory
 allocator, and a device guard fixed at one device. The extension provides both (and two small
 tensor helpers); it is built with ``torch.utils.cpp_extension`` and the machine's C++ compiler
-into ``MLUVERIFY_NATIVE_DIR`` (default: ``mluverify/device/build/``). ``make venv`` builds it
-(``python -m mluverify.device._native``); an import that finds it missing or older than its
-source builds it first (about 30 s; concurrent builds wait on torch's lock file).
+into ``MLUVERIFY_NATIVE_DIR`` (default: ``mluverify/device/build/``) by the first
+``import mluverify.device`` that finds it missing or older than its source (about 25 s;
+concurrent builds wait on torch's build lock). ``make venv`` imports the device once for that.
 """
 from __future__ import annotations
 
@@ -76,8 +76,3 @@ def load() -> None:
         torch.ops.load_library(str(library_path()))
     else:
         build()
-
-
-if __name__ == "__main__":
-    load()  # importing mluverify.device already did; this reports where the library is
-    print(library_path())
