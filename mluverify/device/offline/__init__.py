@@ -4,8 +4,9 @@ The seeds (001, 003) run inference three ways, kept in step: online layer by lay
 fused, and offline: "离线推理指序列化已编译好的算子到离线文件，生成离线模型" (offline inference
 serializes the compiled ops to an offline file, the offline model). Two ways to save one:
 
-- ``ct.save_as_cambricon("name")`` before a fused run (``torch.jit.trace`` + ``.to("mlu")``),
-  ``ct.save_as_cambricon("")`` after: the run's fused program is saved as ``name.cambricon``;
+- ``save_as_cambricon("name")`` (the seeds' ``ct.save_as_cambricon``) before a fused run
+  (``torch.jit.trace`` + ``.to("mlu")``), ``save_as_cambricon("")`` after: the run's fused
+  program is saved as ``name.cambricon``;
 - ``save(model, example_inputs, path)``.
 
 ``load(path)`` gives a module that runs the saved fusion groups exactly as ``mlu:cnml`` does
