@@ -192,8 +192,9 @@ class OpRunner:
             outputs = _queued.submit(self, queue, compute, call, args, kwargs)
             if outputs is not _queued.NOT_QUEUED:
                 return outputs
-        _hazards.settle_read(call.buffers)
-        _hazards.settle_write(self.written_buffers(args, kwargs))
+        if _hazards.any_pending():
+            _hazards.settle_read(call.buffers)
+            _hazards.settle_write(self.written_buffers(args, kwargs))
         return self.wrap(compute(), args, kwargs, call)
 
     def compute(self, kernel: Callable | None, call: Call) -> Any:

@@ -27,7 +27,8 @@ from mluverify.errors import InvalidArgument
 _CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 _set_storage = torch.ops.aten.set_.source_Storage_storage_offset._handle
 _as_strided = torch.ops.aten.as_strided.default._handle
-_empty_on_card = torch.ops.mluverify_native.empty_on
+_empty_on_card = torch.ops.mluverify_native.empty_on.default
+_empty_on_card0 = torch._C._acc.create_empty_tensor  # card 0 only, but 15x faster than a torch.ops call
 _storage_from_pointer = torch._C._construct_storage_from_data_pointer
 CARDS = torch.ops.mluverify_native.cards()
 DEVICES = tuple(torch.device(DEVICE_TYPE, card) for card in range(CARDS))
@@ -102,7 +103,8 @@ def _adopt(cpu_storage: torch.UntypedStorage, card: int, nbytes: int | None = No
 
 
 def _on_storage(device_storage: torch.UntypedStorage, dtype: torch.dtype, size, stride, offset: int) -> torch.Tensor:
-    tensor = _empty_on_card(device_storage.device.index, dtype)
+    card = device_storage.device.index
+    tensor = _empty_on_card0([0], dtype) if card == 0 else _empty_on_card(card, dtype)
     _set_storage.redispatch_boxed(_CPU_KEYS, tensor, device_storage, offset, size, stride)
     return tensor
 
