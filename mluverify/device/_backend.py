@@ -39,6 +39,16 @@ class DeviceModule:
         torch.accelerator.set_device_index(index)
 
     @staticmethod
+    def synchronize(device: int | str | torch.device | None = None) -> None:
+        """``torch.mlu.synchronize()``: wait for every queue of the card (default: the current one)."""
+        from mluverify.device import mlu_model
+
+        if isinstance(device, int):
+            device = torch.device(DEVICE_TYPE, device)
+        index = None if device is None else torch.device(device).index
+        mlu_model.synchronize(-1 if index is None else index)
+
+    @staticmethod
     def _is_in_bad_fork() -> bool:
         return False
 

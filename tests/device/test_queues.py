@@ -277,3 +277,14 @@ def test_any_interleaving_of_queued_steps_gives_the_synchronous_bits(slow_neg, p
     reads, final = _run(program, [ct.Queue(0), ct.Queue(0)])
     assert reads == synchronous_reads
     assert all(torch.equal(a, b) for a, b in zip(final, synchronous))
+
+
+def test_torch_mlu_synchronize_waits_for_the_card_s_queues(kernel_override):
+    release = threading.Event()
+    kernel_override("aten::neg", _blocking(torch.neg, release))
+    queue = ct.Queue(1)
+    with queue:
+        y = torch.neg(torch.ones(2, device="mlu"))
+    threading.Timer(0.2, release.set).start()
+    torch.mlu.synchronize("mlu:1")
+    assert queue.query() is True and torch.equal(y.cpu(), -torch.ones(2))
