@@ -35,7 +35,9 @@ def reproducer_command(config: Any, nodeid: str, target: object, core_version: s
     variant ``core_version``) alone, with the run's options that change how cases run."""
     plugins = [part for name in config.getoption("plugins", None) or [] if name != "mluverify"
                for part in ("-p", name)]
-    argv = ["pytest", "-p", "mluverify", *plugins, nodeid, f"--mlu-target={target}"]
+    # ``python -m pytest``: like the run, it finds ``-p`` plugins and conftests of the current
+    # directory (the ``pytest`` script does not put it on sys.path)
+    argv = ["python", "-m", "pytest", "-p", "mluverify", *plugins, nodeid, f"--mlu-target={target}"]
     if core_version:
         argv.append(f"--mlu-core-version={core_version}")
     argv += _case_options(vars(config.option))

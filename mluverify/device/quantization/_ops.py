@@ -17,9 +17,9 @@ from typing import Optional, Sequence
 import torch
 import torch.nn.functional as F
 
+from mluverify.device import _weight_cache
 from mluverify.device.quantization._integer import (
     QuantizedWeight, dequantize, integer_conv, integer_linear, quantize)
-from mluverify.device.quantization._weight_cache import cached_weight
 
 _CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
 
@@ -102,4 +102,5 @@ def _quantized_weight(weight: torch.Tensor, weight_scales: Sequence[float], w_sc
         per_output_channel = w_scales.reshape((-1,) + (1,) * (weight.dim() - 1))
         return QuantizedWeight.of(quantize(weight, per_output_channel, qmax), x_bound=qmax)
 
-    return cached_weight(weight, (tuple(weight_scales), qmax), compute)
+    # the device's one weight cache: counted by memory_reserved(), freed by empty_cache()
+    return _weight_cache.cached(weight, ("quantized", tuple(weight_scales), qmax), compute)
