@@ -1,36 +1,44 @@
-"""Cost of dumping a ResNet50 forward, each variant side by side with the undumped forward.
+"""Cost of dumping (and capturing) a ResNet50 forward, each variant side by side with the
+undumped forward; Ascend's msprobe (statistics, level L1) on the same model in the same process.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/dump_overhead.py [--device cpu|mlu]
 [--repeat 3] [--threads N] [--dir DIR] [--only TEXT]``. Each variant is timed as the whole
-``with Dumper(...)`` block (the dump is complete, index written, when the clock stops) and
-divided by the undumped forward run just before it; the table shows medians of those
-ratios, in wall-clock time and in this process's CPU time (steadier on a shared machine).
-Not a timed test: it prints.
+``with Dumper(...)`` / ``with capture(...)`` block (the dump is complete, index written, when
+the clock stops) and divided by the undumped forward run just before it; the table shows
+medians of those ratios, in wall-clock time and in this process's CPU time (steadier on a
+shared machine). msprobe (``pip install -e '.[bench]'``) runs last, timed as
+``start(); forward; stop(); step()``: it patches torch's APIs, so the forwards after it are
+timed again. Not a timed test: it prints, with the machine's load averages.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import shutil
 import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 
-from mluverify.dump import Dumper
+from mluverify.dump import Dumper, capture
 from mluverify.dump import _summary, _writer
 from mluverify.dump._format import format_numbers
 
-VARIANTS = (
-    ("index, level 0", dict(level=0, layout="index")),
-    ("index, level 1", dict(level=1, layout="index")),
-    ("cambricon, level 0", dict(level=0)),
-    ("cambricon, level 1", dict(level=1)),
-    ("cambricon, level 2", dict(level=2)),
-    ("index, level 1, use_cpu", dict(level=1, layout="index", use_cpu=True)),
+VARIANTS: tuple[tuple[str, Callable[[Path], contextlib.AbstractContextManager]], ...] = (
+    ("index, level 0", lambda path: Dumper(path, level=0, layout="index")),
+    ("index, level 1", lambda path: Dumper(path, level=1, layout="index")),
+    ("capture (16 MiB of values)", lambda path: capture(path)),
+    ("cambricon, level 0", lambda path: Dumper(path, level=0)),
+    ("cambricon, level 1", lambda path: Dumper(path, level=1)),
+    ("cambricon, level 2", lambda path: Dumper(path, level=2)),
+    ("index, level 1, use_cpu", lambda path: Dumper(path, level=1, layout="index", use_cpu=True)),
 )
+MSPROBE = "msprobe statistics L1"
 
 
 def resnet50(device: str) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -150,38 +158,78 @@ def main() -> None:
         forward()  # warm-up
         plain = [timed(forward) for _ in range(args.repeat)]
         print(f"ResNet50 on {device}, torch threads {torch.get_num_threads()}, dumps in {root}, "
-              f"load average {os.getloadavg()[0]:.1f}")
+              f"load averages {_load()}")
         wall, cpu = median_pair(plain)
         print(f"undumped forward: {wall * 1e3:.0f} ms wall, {cpu * 1e3:.0f} ms CPU "
               f"(median of {len(plain)})")
         print(f"{'variant':26} {'wall ms':>8} {'x fwd':>6} {'CPU ms':>8} {'x fwd':>6} "
               f"{'1st x':>6}  notes  (x fwd: median of block / the forward run before it; 1st x: CPU ratio of the first block, statistics cache cold)")
-        for label, options in [variant for variant in VARIANTS if args.only in variant[0]]:
-            runs, ratios, notes = [], [], ""
+        for label, block in [variant for variant in VARIANTS if args.only in variant[0]]:
             _cold_cache()
+            runs, ratios, notes = [], [], ""
             for repeat in range(args.repeat):
                 # Each block is paired with the undumped forward just before it, so a machine
                 # that slows down or speeds up during the run moves both sides alike.
                 before = timed(forward)
                 path = root / f"{label.replace(', ', '-').replace(' ', '')}-{repeat}"
                 with FileClock() as files:
-                    runs.append(timed(lambda: _dump(forward, path, options)))
+                    runs.append(timed(lambda: _run_in(block(path), forward)))
                 ratios.append((runs[-1][0] / before[0], runs[-1][1] / before[1]))
                 if repeat == args.repeat - 1:
                     notes = _notes(path, files, runs[-1][0] - before[0])
                 shutil.rmtree(path)
-            block_wall, block_cpu = median_pair(runs)
-            ratio_wall, ratio_cpu = median_pair(ratios)
-            print(f"{label:26} {block_wall * 1e3:8.0f} {ratio_wall:6.2f} "
-                  f"{block_cpu * 1e3:8.0f} {ratio_cpu:6.2f} {ratios[0][1]:6.2f}  {notes}")
+            _print_row(label, runs, ratios, notes)
+        if args.only in MSPROBE:
+            _msprobe(forward, root, args.repeat)
     print(f"creating a file or directory here costs {file_create_seconds(root) * 1e3:.2f} ms "
-          f"(probe, now)")
+          f"(probe, now); load averages {_load()}")
     print(formatter_rates())
 
 
-def _dump(forward, path: Path, options: dict) -> None:
-    with Dumper(path, **options):
+def _load() -> str:
+    return "/".join(f"{load:.1f}" for load in os.getloadavg()) + " (1/5/15 min)"
+
+
+def _print_row(label: str, runs: list, ratios: list, notes: str) -> None:
+    block_wall, block_cpu = median_pair(runs)
+    ratio_wall, ratio_cpu = median_pair(ratios)
+    print(f"{label:26} {block_wall * 1e3:8.0f} {ratio_wall:6.2f} "
+          f"{block_cpu * 1e3:8.0f} {ratio_cpu:6.2f} {ratios[0][1]:6.2f}  {notes}")
+
+
+def _run_in(block: contextlib.AbstractContextManager, forward: Callable[[], object]) -> None:
+    with block:
         forward()
+
+
+def _msprobe(forward: Callable[[], object], root: Path, repeat: int) -> None:
+    """msprobe's statistics dump at level L1 (every torch API's inputs and outputs), paired
+    like the variants; its log lines are swallowed."""
+    try:
+        from msprobe.pytorch import PrecisionDebugger
+    except ImportError:
+        print(f"{MSPROBE:26} not installed (pip install -e '.[bench]')")
+        return
+    plain_before = median_pair([timed(forward) for _ in range(repeat)])[0]
+    with contextlib.redirect_stdout(io.StringIO()):
+        debugger = PrecisionDebugger(task="statistics", dump_path=str(root / "msprobe"), level="L1")
+
+    def block() -> None:
+        with contextlib.redirect_stdout(io.StringIO()):
+            debugger.start()
+            forward()
+            debugger.stop()
+            debugger.step()
+
+    runs, ratios = [], []
+    for _ in range(repeat):
+        before = timed(forward)
+        runs.append(timed(block))
+        ratios.append((runs[-1][0] / before[0], runs[-1][1] / before[1]))
+    _print_row(MSPROBE, runs, ratios, f"undumped forward {plain_before * 1e3:.0f} ms before "
+               f"msprobe was set up, {median_pair([timed(forward) for _ in range(repeat)])[0] * 1e3:.0f} "
+               f"ms after")
+    shutil.rmtree(root / "msprobe", ignore_errors=True)
 
 
 def _cold_cache() -> None:
