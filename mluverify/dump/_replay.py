@@ -203,7 +203,9 @@ def synthesise(spec: dict, dtype: Any, seed: int) -> Any:
         if count >= 2:  # the extremes once each, at two distinct places
             first = int(torch.randint(count, (1,), generator=generator))
             values[first], values[(first + 1) % count] = low, high
-    if dtype == torch.bool or not (dtype.is_floating_point or dtype.is_complex):
+    if dtype == torch.bool:  # True at the captured share (the recipe's mean)
+        values = torch.rand(count, generator=generator) < spec["mean"]
+    elif not (dtype.is_floating_point or dtype.is_complex):
         values = values.round()
     _plant_non_finite(values, spec, generator)
     return values.to(dtype).reshape(shape)
