@@ -48,7 +48,37 @@ def quantize_dynamic_mlu(model: nn.Module, qconfig_spec: Mapping[str, Any] | Non
     if not inplace:
         model = copy.deepcopy(model)
     firstconv = _first_conv_name(model, qconfig) if gen_quant else None
-    return _swap(model, "", mapping, qconfig, quant_dtype, gen_quant, firstconv)
+    model = _swap(model, "", mapping, qconfig, quant_dtype, gen_quant, firstconv)
+    _keep_quantized_layers_on_the_path(model, tuple(set(mapping.values())))
+    return model
+
+
+# Modules whose inference "fast path" (torch._transformer_encoder_layer_fwd,
+# torch._native_multi_head_attention) reads their sub-layers' weights directly instead of
+# calling them: a quantized layer inside would never run (nor be calibrated).
+_FAST_PATH_MODULES = (nn.TransformerEncoderLayer, nn.MultiheadAttention)
+
+
+def _keep_quantized_layers_on_the_path(model: nn.Module, quantized: tuple[type, ...]) -> None:
+    """Turn torch's MHA fast path off while a fast-path module holding a quantized layer runs,
+    so the layer is called (observed when calibrating, quantized on the device)."""
+    for module in model.modules():
+        if isinstance(module, _FAST_PATH_MODULES) and any(isinstance(m, quantized) for m in module.modules()):
+            _without_fast_path(module)
+
+
+def _without_fast_path(module: nn.Module) -> None:
+    previous: list[bool] = []  # a stack: fast-path modules may nest
+
+    def before(_module: nn.Module, _args: tuple) -> None:
+        previous.append(torch.backends.mha.get_fastpath_enabled())
+        torch.backends.mha.set_fastpath_enabled(False)
+
+    def after(_module: nn.Module, _args: tuple, _output: Any) -> None:
+        torch.backends.mha.set_fastpath_enabled(previous.pop())
+
+    module.register_forward_pre_hook(before)
+    module.register_forward_hook(after, always_call=True)
 
 
 def _first_conv_name(model: nn.Module, qconfig: QConfig) -> str | None:
