@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import mluverify
 from mluverify.dump._cases import CasesMeta, encode_value, write_cases
 from mluverify.dump._dumper import _undumped
+from mluverify.dump._fused import FusedStats, fused_stats, kernel_available
 from mluverify.dump._layout import create_dump_dir, op_info, resolve_dump_dir
 from mluverify.dump._summary import _to_numpy, host_view
 from mluverify.dump._writer import DumpWriter
@@ -107,21 +108,35 @@ def recipe(tensor: torch.Tensor) -> dict[str, float]:
     values = host_view(tensor)
     if values.is_complex():
         values = torch.view_as_real(values)
-    floating = values.is_floating_point()
-    values = values.float() if floating and values.element_size() < 4 else values
-    values = values if floating else values.double()
+    if not values.is_floating_point():  # integer and boolean tensors are rare and small
+        values = values.double()
+    stats = fused_stats(values)
+    return _torch_recipe(values) if stats is None else _recipe_of(stats, values.numel())
+
+
+def _recipe_of(stats: FusedStats, numel: int) -> dict[str, float]:
+    finite = numel - stats.nan - stats.posinf - stats.neginf
+    shares = dict(nan_share=stats.nan / numel, posinf_share=stats.posinf / numel,
+                  neginf_share=stats.neginf / numel)
+    if not finite:
+        return dict(min=math.nan, max=math.nan, mean=math.nan, std=math.nan, **shares)
+    mean = stats.sum / finite
+    std = math.sqrt(max(stats.squares / finite - mean * mean, 0.0))
+    return dict(min=stats.min, max=stats.max, mean=mean, std=std, **shares)
+
+
+def _torch_recipe(values: torch.Tensor) -> dict[str, float]:
+    """``recipe`` by torch's reductions (where the fused kernel is unavailable)."""
+    values = values.float() if values.element_size() < 4 else values
     numel = values.numel()
-    shares = dict(nan_share=0.0, posinf_share=0.0, neginf_share=0.0)
-    low, high = (float(bound) for bound in torch.aminmax(values))
-    if not (math.isfinite(low) and math.isfinite(high)):
-        shares = dict(nan_share=int(torch.isnan(values).sum()) / numel,
-                      posinf_share=int((values == math.inf).sum()) / numel,
-                      neginf_share=int((values == -math.inf).sum()) / numel)
-        values = values[torch.isfinite(values)]
-        if values.numel() == 0:
-            return dict(min=math.nan, max=math.nan, mean=math.nan, std=math.nan, **shares)
-        low, high = (float(bound) for bound in torch.aminmax(values))
-    std, mean = (float(value) for value in torch.std_mean(values, correction=0))
+    finite = values[torch.isfinite(values)]
+    shares = dict(nan_share=int(torch.isnan(values).sum()) / numel,
+                  posinf_share=int((values == math.inf).sum()) / numel,
+                  neginf_share=int((values == -math.inf).sum()) / numel)
+    if finite.numel() == 0:
+        return dict(min=math.nan, max=math.nan, mean=math.nan, std=math.nan, **shares)
+    low, high = (float(bound) for bound in torch.aminmax(finite))
+    std, mean = (float(value) for value in torch.std_mean(finite, correction=0))
     return dict(min=low, max=high, mean=mean, std=std, **shares)
 
 
@@ -304,6 +319,7 @@ class Capture:
     _mode: _CaptureMode | None = field(default=None, repr=False)
 
     def __enter__(self) -> "Capture":
+        kernel_available()  # a first build (seconds) happens here, not inside the program's ops
         self.path = resolve_dump_dir(self.path)
         create_dump_dir(self.path, "capture path")
         self._recorder = _Recorder(self.path, self.model, self.max_bytes)

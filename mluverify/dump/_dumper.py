@@ -21,6 +21,7 @@ from mluverify.dump._cpu import ReferenceChain, error_metrics, error_rel_mse, re
 from mluverify.dump._format import (
     Node, NumbersNode, OptionalNode, OtherNode, ScalarNode, SequenceNode, render,
 )
+from mluverify.dump._fused import kernel_available
 from mluverify.dump._index import IndexJournal, write_meta
 from mluverify.dump._layout import (
     OpInfo, OpTree, bind_arguments, call_name, create_dump_dir, op_info, resolve_dump_dir,
@@ -111,6 +112,8 @@ class Dumper:
     def __enter__(self) -> "Dumper":
         if not self.settings.enable:
             return self
+        if self.settings.level >= 1:
+            kernel_available()  # a first build (seconds) happens here, not inside the ops
         self.path = resolve_dump_dir(self.settings.dump_dir)
         create_dump_dir(self.path)
         write_meta(self.path, asdict(self.settings))

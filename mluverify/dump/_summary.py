@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from mluverify.dump._format import TensorBlock
+from mluverify.dump._fused import FusedStats, fused_stats
 
 HEAD = 10
 
@@ -138,14 +139,38 @@ def _first(tensor: torch.Tensor, count: int) -> torch.Tensor:
 
 
 def _stats(tensor: torch.Tensor) -> tuple[float, float, float, float, int, int]:
-    """(min, max, mean, abs_sum, nan, inf) in two or three passes: a tensor of one sign (a
-    ReLU output) has ``abs_sum == |sum|``; NaN/Inf are counted only when min/max show some."""
+    """(min, max, mean, abs_sum, nan, inf) as torch's reductions give them (NaN and infinities
+    propagate): one pass of the fused kernel for floating tensors, else torch's reductions."""
     if tensor.dtype == torch.bool:
         true_count = int(tensor.sum())
         return (float(tensor.all()), float(tensor.any()), true_count / tensor.numel(),
                 float(true_count), 0, 0)
     if tensor.is_complex():
         tensor = torch.view_as_real(tensor)
+    fused = fused_stats(tensor) if tensor.is_floating_point() else None
+    if fused is None:
+        return _torch_stats(tensor)
+    return _propagated(fused, tensor.numel())
+
+
+def _propagated(stats: FusedStats, numel: int) -> tuple[float, float, float, float, int, int]:
+    """Finite-value statistics and non-finite counts as torch's aminmax, sum and L1 norm
+    report them over all values."""
+    nan, inf = stats.nan, stats.posinf + stats.neginf
+    finite = numel - nan - inf
+    if nan:
+        return math.nan, math.nan, math.nan, math.nan, nan, inf
+    low = -math.inf if stats.neginf else (stats.min if finite else math.inf)
+    high = math.inf if stats.posinf else (stats.max if finite else -math.inf)
+    total = (math.nan if stats.posinf and stats.neginf else
+             math.inf if stats.posinf else -math.inf if stats.neginf else stats.sum)
+    abs_sum = math.inf if inf else stats.abs_sum
+    return low, high, total / numel, abs_sum, 0, inf
+
+
+def _torch_stats(tensor: torch.Tensor) -> tuple[float, float, float, float, int, int]:
+    """``_stats`` by torch's reductions, two or three passes: a tensor of one sign (a ReLU
+    output) has ``abs_sum == |sum|``; NaN/Inf are counted only when min/max show some."""
     # Half-precision sums overflow past 65504: accumulate them in float32.
     wide = torch.float32 if tensor.dtype in (torch.float16, torch.bfloat16) else None
     low, high = (float(bound) for bound in torch.aminmax(tensor))

@@ -1,0 +1,163 @@
+// The Dumper's statistics of a floating tensor in one pass over its memory.
+//
+// `mluverify_dump::stats(Tensor x) -> float[]` returns, over the finite values of a CPU
+// floating tensor: min, max, sum, sum of absolute values, sum of squares, then the counts of
+// NaN, +Inf and -Inf. Torch needs two or three reductions for the Dumper's level-1 statistics
+// (aminmax, sum, an L1 norm) and more for a capture's recipes (std): each a pass over the whole
+// tensor. Sums accumulate in double, per chunk of 32 Ki values, chunks in parallel on torch's
+// intra-op threads.
+//
+// A dense tensor (a permutation of a contiguous one, such as a transposed weight) is read in
+// memory order: the statistics do not depend on the order. Any other layout is copied first.
+#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kChunk = 1 << 15;
+constexpr int kLanes = 8;  // independent accumulators, so the compiler can vectorise
+
+struct Partial {
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = -std::numeric_limits<double>::infinity();
+  double sum = 0, abs_sum = 0, squares = 0;
+  int64_t nan = 0, posinf = 0, neginf = 0;
+
+  void merge(const Partial& other) {
+    lo = std::min(lo, other.lo);
+    hi = std::max(hi, other.hi);
+    sum += other.sum;
+    abs_sum += other.abs_sum;
+    squares += other.squares;
+    nan += other.nan;
+    posinf += other.posinf;
+    neginf += other.neginf;
+  }
+};
+
+// The common case, every value finite: branch-free lanes. Returns false when a value is not
+// finite (the caller then counts them with `with_non_finite`).
+template <typename T>
+bool all_finite(const T* data, int64_t count, Partial& out) {
+  // min and max in the input's precision (float for half types), exact either way
+  using Value = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  Value lo[kLanes], hi[kLanes];
+  double sum[kLanes] = {0}, abs_sum[kLanes] = {0}, squares[kLanes] = {0};
+  std::fill(lo, lo + kLanes, std::numeric_limits<Value>::infinity());
+  std::fill(hi, hi + kLanes, -std::numeric_limits<Value>::infinity());
+  int64_t i = 0;
+  for (; i + kLanes <= count; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) {
+      const Value v = static_cast<Value>(data[i + k]);
+      lo[k] = v < lo[k] ? v : lo[k];
+      hi[k] = v > hi[k] ? v : hi[k];
+      const double d = v;
+      sum[k] += d;
+      abs_sum[k] += std::fabs(d);
+      squares[k] += d * d;
+    }
+  }
+  for (; i < count; ++i) {
+    const Value v = static_cast<Value>(data[i]);
+    lo[0] = v < lo[0] ? v : lo[0];
+    hi[0] = v > hi[0] ? v : hi[0];
+    const double d = v;
+    sum[0] += d;
+    abs_sum[0] += std::fabs(d);
+    squares[0] += d * d;
+  }
+  for (int k = 0; k < kLanes; ++k) {
+    out.lo = std::min(out.lo, static_cast<double>(lo[k]));
+    out.hi = std::max(out.hi, static_cast<double>(hi[k]));
+    out.sum += sum[k];
+    out.abs_sum += abs_sum[k];
+    out.squares += squares[k];
+  }
+  // NaN fails every comparison and turns the sum NaN; an infinity shows in min or max.
+  return std::isfinite(out.sum) && std::isfinite(out.lo) && std::isfinite(out.hi);
+}
+
+template <typename T>
+void with_non_finite(const T* data, int64_t count, Partial& out) {
+  out = Partial();
+  for (int64_t i = 0; i < count; ++i) {
+    const double v = static_cast<double>(data[i]);
+    if (std::isnan(v)) {
+      ++out.nan;
+    } else if (std::isinf(v)) {
+      ++(v > 0 ? out.posinf : out.neginf);
+    } else {
+      out.lo = std::min(out.lo, v);
+      out.hi = std::max(out.hi, v);
+      out.sum += v;
+      out.abs_sum += std::fabs(v);
+      out.squares += v * v;
+    }
+  }
+}
+
+template <typename T>
+Partial reduce(const T* data, int64_t count) {
+  const int64_t chunks = (count + kChunk - 1) / kChunk;
+  std::vector<Partial> partials(chunks);
+  at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) {
+      const int64_t begin = c * kChunk;
+      const int64_t size = std::min(count, begin + kChunk) - begin;
+      if (!all_finite(data + begin, size, partials[c])) {
+        with_non_finite(data + begin, size, partials[c]);
+      }
+    }
+  });
+  Partial total;
+  for (const auto& partial : partials) {
+    total.merge(partial);
+  }
+  return total;
+}
+
+// The values of a dense tensor as one block of memory (its elements in some order).
+at::Tensor dense_block(const at::Tensor& x) {
+  if (x.is_contiguous()) {
+    return x;
+  }
+  if (!x.is_non_overlapping_and_dense()) {
+    return x.contiguous();
+  }
+  // non-negative strides: the elements fill numel() places from the storage offset
+  return x.as_strided({x.numel()}, {1}, x.storage_offset());
+}
+
+std::vector<double> stats(const at::Tensor& x) {
+  TORCH_CHECK(x.device().is_cpu(), "mluverify_dump::stats takes a CPU tensor, got one on ",
+              x.device());
+  TORCH_CHECK(at::isFloatingType(x.scalar_type()),
+              "mluverify_dump::stats takes a floating tensor, got ", x.scalar_type());
+  const at::Tensor block = dense_block(x);
+  Partial total;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, block.scalar_type(), "stats", [&] {
+    total = reduce(block.const_data_ptr<scalar_t>(), block.numel());
+  });
+  return {total.lo, total.hi, total.sum, total.abs_sum, total.squares,
+          static_cast<double>(total.nan), static_cast<double>(total.posinf),
+          static_cast<double>(total.neginf)};
+}
+
+}  // namespace
+
+TORCH_LIBRARY(mluverify_dump, m) {
+  m.def("stats(Tensor x) -> float[]");
+}
+
+TORCH_LIBRARY_IMPL(mluverify_dump, CPU, m) {
+  m.impl("stats", &stats);
+}
