@@ -188,12 +188,14 @@ def mlu_core_version() -> str:
 @pytest.fixture
 def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version: str) -> Callable[..., Any]:
     """``verify(fn, *args, op=None, dtype="float32", quant="", tolerance=None, seed=None,
-    reproducer="", aten_ops=(), golden=None, expect_non_finite=False, **kwargs)``: run ``fn``
-    on this test's target and on the CPU, judge by the target mode's tolerance, record, and
-    fail the test unless the case passed (xfail under a live waiver; ``[tool.mluverify] allow``
-    / ``skip`` decide for the provenance statuses). ``aten_ops``: the ATen ops of the op under
-    test (default inferred from ``op``); ``golden``: judge against float64 too (default: the
-    ``mlu_golden`` marker or ``--mlu-golden``)."""
+    reproducer="", aten_ops=(), golden=None, expect_non_finite=False, grad=False, optimizer=None,
+    **kwargs)``: run ``fn`` on this test's target and on the CPU, judge by the target mode's
+    tolerance, record, and fail the test unless the case passed (xfail under a live waiver;
+    ``[tool.mluverify] allow`` / ``skip`` decide for the provenance statuses). ``aten_ops``: the
+    ATen ops of the op under test (default inferred from ``op``); ``golden``: judge against
+    float64 too (default: the ``mlu_golden`` marker or ``--mlu-golden``); ``grad``: run backward
+    too and judge every gradient (``optimizer``: a factory ``params -> Optimizer`` whose one step
+    is judged as well; ``mluverify.gradients``)."""
     session = request.config.stash[session_key]
     settings = request.config.stash[settings_key]
     item = request.node
@@ -202,7 +204,7 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
     def run(fn: Callable, *args: Any, op: str | None = None, dtype: str = "float32", quant: str = "",
             tolerance: float | None = None, seed: int | None = None, reproducer: str = "",
             aten_ops: tuple[str, ...] = (), golden: bool | None = None, expect_non_finite: bool = False,
-            **kwargs: Any):
+            grad: bool = False, optimizer: Callable | None = None, **kwargs: Any):
         __tracebackhide__ = True
         call = next(calls)
         case = Case(
@@ -218,7 +220,7 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
         checks = Checks(golden=_golden_on(request.config, item) if golden is None else golden,
                         expect_non_finite=expect_non_finite)
         outcome = session.verify(fn, args, kwargs, case, tolerance=_tolerance_of(item, tolerance),
-                                 waiver=waiver, checks=checks)
+                                 waiver=waiver, checks=checks, grad=grad, optimizer=optimizer)
         return _test_outcome(outcome, case, settings)
 
     return run

@@ -98,12 +98,19 @@ class Session:
 
     def verify(self, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case, *,
                tolerance: Tolerance | float | None = None, waiver: Waiver | None = None,
-               checks: Checks = Checks()) -> Outcome:
+               checks: Checks = Checks(), grad: bool = False, optimizer: Callable | None = None) -> Outcome:
         """Run ``fn`` on the case's target and on the CPU (float32; float64 too when the golden
         reference is on), judge, decide the status, record, return.
 
+        ``grad``: forward and backward, the output and every gradient judged, each its own record
+        (``mluverify.gradients``; ``optimizer``: a factory whose one step is judged too).
         A device (or reference) that raises is recorded as ``errored`` and the exception re-raised.
         """
+        if grad:
+            from mluverify.gradients import verify_gradients
+
+            return verify_gradients(self, fn, args, kwargs, case, tolerance=tolerance, waiver=waiver,
+                                    checks=checks, optimizer=optimizer)
         _, backend = self.resolve(case.target)
         started = time.perf_counter()
         device_args = cast_floating(args, case.dtype)

@@ -4,7 +4,8 @@ Reached as ``torch_mlu.core.mlu_model.set_cnml_enabled`` / ``.to`` / ``.manual_s
 by ``mluverify.device.mlu_model``):
 
 * ``set_cnml_enabled(flag)``: ``False`` selects training (the CNNL library: ops run layer by
-  layer, traced modules are not fused); ``True`` selects inference (CNML: fusion allowed).
+  layer with the CNNL kernels, traced modules are not fused); ``True`` selects inference (CNML:
+  its kernels for eager ops, fusion allowed).
 * ``to(optimizer, device)``: moves an optimizer's state (momentum buffers, Adam moments) onto
   the device its parameters live on, so ``optimizer.step()`` runs there.
 * ``manual_seed(seed)`` and friends: the device's own random generator, which draws dropout
@@ -31,15 +32,18 @@ DEVICE_TYPES: tuple[str, ...] = ("cpu", "mlu")
 
 
 def set_cnml_enabled(flag: bool) -> None:
-    """``False``: training mode (CNNL ops, layer by layer, no fusion); ``True``: inference (CNML).
+    """``False``: training mode (CNNL kernels, layer by layer, no fusion); ``True``: inference
+    (CNML kernels for eager ops where they differ, fusion allowed). For the whole process:
+    autograd's backward threads see it too.
 
     The seeds: "``ct.set_cnml_enabled(False)`` 设置为运行训练模式，该设置必须添加".
     """
     if not isinstance(flag, bool):
         raise InvalidArgument(f"set_cnml_enabled(flag): 'flag' must be True (inference, CNML) or False "
                               f"(training, CNNL layer by layer); got {flag!r} (type={type(flag).__name__})")
-    from mluverify.device import mlu_model
+    from mluverify.device import kernels, mlu_model
 
+    kernels.set_default_mode("cnml" if flag else "cnnl")
     # Fusion is CNML's: without it, traced modules run op by op on the CNNL kernels.
     mlu_model._jit_override_can_fuse_on_mlu(flag)
 

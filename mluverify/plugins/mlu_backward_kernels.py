@@ -36,9 +36,9 @@ if TYPE_CHECKING:
 ELEMENTWISE_BACKWARD = (
     "threshold_backward", "hardtanh_backward", "leaky_relu_backward", "sigmoid_backward",
     "tanh_backward", "gelu_backward", "elu_backward", "native_dropout_backward",
-    "masked_fill.Scalar", "masked_fill_.Scalar", "bitwise_not",
+    "masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Tensor", "masked_fill_.Tensor", "bitwise_not",
     # optimizer updates (Adam): elementwise
-    "lerp.Scalar", "lerp_.Scalar", "addcmul", "addcmul_", "addcdiv", "addcdiv_",
+    "lerp.Scalar", "lerp_.Scalar", "lerp.Tensor", "lerp_.Tensor", "addcmul", "addcmul_", "addcdiv", "addcdiv_",
 )
 
 ACCUMULATING_BACKWARD = (
@@ -61,35 +61,24 @@ def _overload(name: str):
     return resolve_overload(f"aten::{name}")
 
 
-def _input_and_weight_gradients(grad_output, input, weight, stride, padding, dilation, transposed,
-                                output_padding, groups, output_mask):
-    """grad_input and grad_weight of a convolution (the two products; no bias gradient)."""
-    import torch
+def convolution_backward(grad_output, input, weight, stride, padding, dilation, transposed, output_padding,
+                         groups, output_mask):
+    """``convolution_backward_overrideable``: grad_input and grad_weight are products computed as
+    the forward convolution's (``contractions.device_product``: quantized on MLU270, TF32 and
+    split across cores on MLU370), the bias gradient a per-core sum of grad_output."""
+    from mluverify.device import cnnl_ops
+    from mluverify.device._conv_gradients import InputGradient, WeightGradient, product_kernel
 
-    grad_input, grad_weight, _ = torch.ops.aten.convolution_backward.default(
-        grad_output, input, weight, None, stride, padding, dilation, transposed, output_padding,
-        groups, [output_mask[0], output_mask[1], False])
-    return grad_input, grad_weight
-
-
-def convolution_backward(cnnl_ops) -> Callable:
-    """``convolution_backward_overrideable``: products as the profile's matmul, the bias
-    gradient as an accumulation of the unrounded grad_output."""
-    import torch
-
-    products = cnnl_ops.matmul(_input_and_weight_gradients, operands=(0, 1, 2), weight=2, bias=None)
-    channel_sum = cnnl_ops.accumulating(torch.ops.aten.sum.dim_IntList)
-
-    def kernel(grad_output, input, weight, stride, padding, dilation, transposed, output_padding,
-               groups, output_mask):
-        grad_input, grad_weight = products(grad_output, input, weight, stride, padding, dilation,
-                                           transposed, output_padding, groups, output_mask)
-        grad_bias = None
-        if output_mask[2]:
-            grad_bias = channel_sum(grad_output, [d for d in range(grad_output.dim()) if d != 1])
-        return grad_input, grad_weight, grad_bias
-
-    return kernel
+    geometry = (tuple(stride), tuple(padding), tuple(dilation), bool(transposed), tuple(output_padding), groups)
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        grad_input = product_kernel(InputGradient(*geometry, tuple(input.shape)), grad_output, weight, True)
+    if output_mask[1]:
+        grad_weight = product_kernel(WeightGradient(*geometry, tuple(weight.shape)), input, grad_output, False)
+    if output_mask[2]:
+        dims = [d for d in range(grad_output.dim()) if d != 1]
+        grad_bias = cnnl_ops.REDUCTIONS["sum.dim_IntList"](grad_output, dims)
+    return grad_input, grad_weight, grad_bias
 
 
 def softmax_backward(accumulating_kernel: Callable) -> Callable:
@@ -141,7 +130,7 @@ def mluverify_device_kernels(registry: KernelRegistry) -> None:
         registry.register(f"aten::{name}", cnnl_ops.accumulating(_overload(name)))
     for name in SOFTMAX_BACKWARD:
         registry.register(f"aten::{name}", softmax_backward(cnnl_ops.accumulating(_overload(name))))
-    registry.register("aten::convolution_backward_overrideable", convolution_backward(cnnl_ops))
+    registry.register("aten::convolution_backward_overrideable", convolution_backward)
     registry.register("aten::native_dropout", native_dropout)
     registry.register("aten::bernoulli_.float", bernoulli_)
     _register_adaptive_quantization(registry)

@@ -42,15 +42,24 @@ def _assert_matches_reference(got: torch.Tensor, expected: np.ndarray, bitwidth:
         np.testing.assert_array_max_ulp(got, expected, maxulp=1)
 
 
-CONV_GEOMETRIES = [dict(stride=1, padding=0, dilation=1, groups=1), dict(stride=2, padding=1, dilation=2, groups=2)]
+# (input shape, weight shape, stride, padding, dilation, groups)
+CONV_CASES = {
+    "plain": ((2, 4, 9, 9), (6, 4, 3, 3), 1, 0, 1, 1),
+    "stride-pad-dilation-groups": ((2, 4, 9, 9), (6, 2, 3, 3), 2, 1, 2, 2),
+    # int8 sums beyond 2**24, which the device slices into float32-exact parts: 120 channels x 9
+    # taps x 127**2 (forward and input gradient); 5 images x 256 positions (weight gradient)
+    "deep-channels": ((1, 120, 3, 3), (120, 120, 3, 3), 1, 0, 1, 1),
+    "deep-batch": ((5, 1, 18, 18), (1, 1, 3, 3), 1, 0, 1, 1),
+}
+CONV_PARAMS = [(name, bits) for name in CONV_CASES for bits in (8, 16, 31) if not name.startswith("deep") or bits == 8]
 
 
-@pytest.mark.parametrize("bitwidth", [8, 16, 31])
-@pytest.mark.parametrize("geometry", CONV_GEOMETRIES, ids=["plain", "stride-pad-dilation-groups"])
-def test_conv_kernels_match_the_integer_reference(bitwidth, geometry):
+@pytest.mark.parametrize("name, bitwidth", CONV_PARAMS)
+def test_conv_kernels_match_the_integer_reference(name, bitwidth):
     qmax = QMAX[bitwidth]
-    x, w, bias = r(2, 4, 9, 9), r(6, 4 // geometry["groups"], 3, 3), r(6)
-    conv_args = ([geometry["stride"]] * 2, [geometry["padding"]] * 2, [geometry["dilation"]] * 2, geometry["groups"])
+    x_shape, w_shape, s, p, d, groups = CONV_CASES[name]
+    x, w, bias = r(*x_shape), r(*w_shape), r(w_shape[0])
+    conv_args = ([s] * 2, [p] * 2, [d] * 2, groups)
     y = F.conv2d(x, w, None, *conv_args)
     grad = r(*y.shape)
     sx, sw, sg = _scale(x, qmax), _scale(w, qmax), _scale(grad, qmax)
@@ -59,8 +68,7 @@ def test_conv_kernels_match_the_integer_reference(bitwidth, geometry):
         grad_x, grad_w = torch.ops.mluverify.adaptive_conv_backward(
             grad.to("mlu"), x.to("mlu"), w.to("mlu"), *conv_args, sx, sw, sg, qmax, True, True)
     assert fallbacks.ops == ()
-    qx, qw, qg = (ref.quantize(t.numpy(), s, qmax) for t, s in ((x, sx), (w, sw), (grad, sg)))
-    s, p, d, groups = (geometry[k] for k in ("stride", "padding", "dilation", "groups"))
+    qx, qw, qg = (ref.quantize(t.numpy(), scale, qmax) for t, scale in ((x, sx), (w, sw), (grad, sg)))
     _assert_matches_reference(out, ref.dequantize(ref.conv2d(qx, qw, s, p, d, groups), sx, sw, bias.numpy()), bitwidth)
     _assert_matches_reference(
         grad_x, ref.dequantize(ref.conv2d_input_grad(qg, qw, x.shape, s, p, d, groups), sg, sw), bitwidth)
@@ -83,14 +91,23 @@ def test_linear_kernels_match_the_integer_reference(bitwidth):
     _assert_matches_reference(grad_w, ref.dequantize(rows_g.T @ rows_x, sg, sx), bitwidth)
 
 
-def test_int8_contraction_deeper_than_float32_exactness_stays_exact():
-    """A 2000-input int8 dot product exceeds 2**24 in the worst case: still bit-exact."""
+@pytest.mark.parametrize("x_shape, w_shape", [((4, 1100), (3, 1100)), ((4, 3), (1100, 3)), ((1100, 2), (3, 2))],
+                         ids=["inputs", "outputs", "rows"])
+def test_int8_linear_deeper_than_float32_exactness_stays_exact(x_shape, w_shape):
+    """1100 summed products of int8 values exceed 2**24 in the worst case: the forward (over
+    inputs), the input gradient (over outputs) and the weight gradient (over rows) are sliced,
+    and still bit-exact."""
     qmax = QMAX[8]
-    x, w = r(3, 2000), r(4, 2000)
-    sx, sw = _scale(x, qmax), _scale(w, qmax)
+    x, w = r(*x_shape), r(*w_shape)
+    grad = r(x_shape[0], w_shape[0])
+    sx, sw, sg = _scale(x, qmax), _scale(w, qmax), _scale(grad, qmax)
     out = torch.ops.mluverify.adaptive_linear(x.to("mlu"), w.to("mlu"), None, sx, sw, qmax)
-    qx, qw = ref.quantize(x.numpy(), sx, qmax), ref.quantize(w.numpy(), sw, qmax)
+    grad_x, grad_w = torch.ops.mluverify.adaptive_linear_backward(
+        grad.to("mlu"), x.to("mlu"), w.to("mlu"), sx, sw, sg, qmax, True, True)
+    qx, qw, qg = (ref.quantize(t.numpy(), scale, qmax) for t, scale in ((x, sx), (w, sw), (grad, sg)))
     _assert_matches_reference(out, ref.dequantize(qx @ qw.T, sx, sw), 8)
+    _assert_matches_reference(grad_x, ref.dequantize(qg @ qw, sg, sw), 8)
+    _assert_matches_reference(grad_w, ref.dequantize(qg.T @ qx, sg, sx), 8)
 
 
 def _layer_gradients(layer: nn.Module, x: torch.Tensor, upstream: torch.Tensor, device: str):

@@ -1,6 +1,10 @@
 """Backward on the device: every backward kernel of the training set runs on ``mlu`` (no CPU
-fallback), is the op autograd really reaches, and its gradients agree with the CPU's autograd
-in float32 and in float16 within the ``cnnl`` bound (rel_mse <= 0.3 %, seed 003)."""
+fallback) and is the op autograd really reaches; with products computed as the CPU does
+(matmul precision ``float``) its gradients are the CPU autograd's, and under the default
+profile (MLU270: the matmul class quantized to int16) they stay within the ``cnnl`` bound
+(rel_mse <= 0.3 %, seed 003) in float32 and float16. The convolution backward's quantized
+products are checked against an independent integer reference, its MLU370 products against
+TF32 rounding."""
 from __future__ import annotations
 
 import copy
@@ -15,7 +19,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import mluverify.device as md
 from mluverify.compare import metrics
 from mluverify.device import mlu_model
+from mluverify.device.numerics import numerics_settings
 from mluverify.plugins import mlu_backward_kernels as plugin
+
+import integer_reference as ref
 
 CNNL_BOUND = 0.003
 g = torch.Generator().manual_seed(0)
@@ -124,10 +131,12 @@ def _gradients(fn, inputs, device: str, dtype: torch.dtype = torch.float32, seen
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_backward_runs_on_device_and_matches_cpu_autograd(name):
+    """Products as the CPU computes them: what is left is the kernels' plumbing and the per-core
+    sums of the forward reductions (float32 rounding only)."""
     fn, inputs, backward_op = CASES[name]
     expected = _gradients(fn, inputs, "cpu")
     seen = _OpsSeen()
-    with md.track_fallbacks() as fallbacks:
+    with md.track_fallbacks() as fallbacks, numerics_settings(matmul_precision="float"):
         got = _gradients(fn, inputs, "mlu", seen=seen)
     assert fallbacks.ops == (), f"{name} fell back to the CPU for {fallbacks.ops}"
     assert backward_op in seen.names, f"{name}: autograd reached {sorted(seen.names)}, not {backward_op}"
@@ -136,12 +145,13 @@ def test_backward_runs_on_device_and_matches_cpu_autograd(name):
         assert metrics(got_grad, expected_grad)["rel_mse"] <= 1e-6, name
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["float32", "float16"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_float16_backward_within_cnnl_bound(name):
+def test_default_profile_backward_within_cnnl_bound(name, dtype):
     fn, inputs, _ = CASES[name]
     expected = _gradients(fn, inputs, "cpu")
-    with md.track_fallbacks() as fallbacks:
-        got = _gradients(fn, inputs, "mlu", torch.float16)
+    with md.track_fallbacks() as fallbacks, numerics_settings(core_version="MLU270", matmul_precision="int16"):
+        got = _gradients(fn, inputs, "mlu", dtype)
     assert fallbacks.ops == (), f"{name} fell back to the CPU for {fallbacks.ops}"
     for got_grad, expected_grad in zip(got, expected, strict=True):
         judged = metrics(got_grad, expected_grad)
@@ -154,13 +164,14 @@ def _float16_sum_of_products(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def test_float16_matmul_backward_accumulates_in_float32():
-    """grad_input of a float16 linear layer is ``grad @ W`` rounded once to float16 (at most one
-    float16 ulp from the exact product), as the profile's matmul class says."""
+    """grad_input of a float16 linear layer (products unquantized) is ``grad @ W`` rounded once to
+    float16 (at most one float16 ulp from the exact product), as the profile's matmul class says."""
     x = r(16, 64).half()
     weight = (r(32, 64) * 0.2).half()
     upstream = r(16, 32).half()
     x_mlu = x.to("mlu").requires_grad_()
-    (grad_x,) = torch.autograd.grad(F.linear(x_mlu, weight.to("mlu")), x_mlu, upstream.to("mlu"))
+    with numerics_settings(matmul_precision="float"):
+        (grad_x,) = torch.autograd.grad(F.linear(x_mlu, weight.to("mlu")), x_mlu, upstream.to("mlu"))
     got = grad_x.cpu().numpy()
     expected = _float16_sum_of_products(upstream.numpy(), weight.numpy())
     ulp = np.spacing(np.abs(expected).astype(np.float16)).astype(np.float64)
@@ -191,6 +202,42 @@ def test_convolution_backward_follows_the_active_profile():
         [True, False, False])[0]
     assert metrics(grad_x.cpu(), rounded)["rel_mse"] < 2e-6
     assert 2e-5 < metrics(grad_x.cpu(), exact)["rel_mse"] < 2.0 ** -10
+
+
+QMAX = {"int8": 127, "int16": 32767}
+
+
+def _reference_scale(t: torch.Tensor, qmax: int) -> float:
+    """``qmax / absmax`` in float64, held as float32 (the quantization tool's rule)."""
+    return float(np.float32(qmax / np.float64(t.abs().max())))
+
+
+@pytest.mark.parametrize("precision", ["int8", "int16"])
+@pytest.mark.parametrize("stride, padding, dilation, groups", [(1, 0, 1, 1), (2, 1, 2, 2)],
+                         ids=["plain", "stride-pad-dilation-groups"])
+def test_mlu270_convolution_backward_against_the_integer_reference(precision, stride, padding, dilation, groups):
+    """MLU270 quantizes grad_output, weight and input per tensor and multiplies the integers:
+    grad_input and grad_weight equal the numpy int64 products dequantized (bit for bit in int8,
+    whose sums stay exact in float32; within float32 accumulation rounding in int16)."""
+    qmax = QMAX[precision]
+    x, weight = r(2, 4, 9, 9), r(6, 4 // groups, 3, 3)
+    conv_args = ([stride] * 2, [padding] * 2, [dilation] * 2, groups)
+    upstream = r(*F.conv2d(x, weight, None, *conv_args).shape)
+    with numerics_settings(core_version="MLU270", matmul_precision=precision):
+        x_mlu, w_mlu = x.to("mlu").requires_grad_(), weight.to("mlu").requires_grad_()
+        F.conv2d(x_mlu, w_mlu, None, *conv_args).backward(upstream.to("mlu"))
+    sx, sw, sg = (_reference_scale(t, qmax) for t in (x, weight, upstream))
+    qx, qw, qg = (ref.quantize(t.numpy(), scale, qmax) for t, scale in ((x, sx), (weight, sw), (upstream, sg)))
+    expected_x = ref.dequantize(ref.conv2d_input_grad(qg, qw, x.shape, stride, padding, dilation, groups), sg, sw)
+    expected_w = ref.dequantize(ref.conv2d_weight_grad(qx, qg, weight.shape, stride, padding, dilation, groups),
+                                sx, sg)
+    for got, expected in ((x_mlu.grad.cpu().numpy(), expected_x), (w_mlu.grad.cpu().numpy(), expected_w)):
+        if precision == "int8":
+            np.testing.assert_array_equal(got, expected)
+        else:
+            np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6 * np.abs(expected).max())
+    float_grad = torch.nn.grad.conv2d_input(x.shape, weight, upstream, *conv_args)
+    assert metrics(x_mlu.grad.cpu(), float_grad)["max_abs"] > 0  # quantized, not the float product
 
 
 def test_convolution_bias_gradient_is_a_sum_of_the_unrounded_gradient():

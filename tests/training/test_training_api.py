@@ -11,23 +11,48 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import mluverify.device as md
+from mluverify.device import kernels
 from mluverify.device import mlu_model as ct
 from mluverify.device import training
+from mluverify.device.numerics import numerics_settings
 from mluverify.device.quantization import adaptive_quantize
 
 
 @pytest.fixture
 def restore_cnml():
-    enabled = training.get_cnml_enabled()
+    """The process-wide kernel mode and fusion switch, restored after the test."""
+    mode, fusion = kernels.active_mode(), ct._jit_can_fuse_on_mlu()
     yield
-    training.set_cnml_enabled(enabled)
+    kernels.set_default_mode(mode)
+    ct._jit_override_can_fuse_on_mlu(fusion)
 
 
-def test_set_cnml_enabled_false_selects_training_without_fusion(restore_cnml):
+def test_set_cnml_enabled_false_selects_cnnl_kernels_without_fusion(restore_cnml):
     ct.set_cnml_enabled(False)
     assert not ct.get_cnml_enabled() and not ct._jit_can_fuse_on_mlu()
+    assert kernels.active_mode() == ct.get_running_mode() == "cnnl"
     ct.set_cnml_enabled(True)
     assert ct.get_cnml_enabled() and ct._jit_can_fuse_on_mlu()
+    assert kernels.active_mode() == "cnml"
+
+
+def test_set_cnml_enabled_reaches_autograds_backward_thread(restore_cnml):
+    """The backward ops of ``mlu`` tensors run on autograd's own thread: the switch must hold
+    there too (a kernel registered for cnml only shows which mode ran)."""
+    seen = []
+
+    def tanh_backward_cnml(grad_output, output):
+        seen.append(kernels.active_mode())
+        return torch.ops.aten.tanh_backward.default(grad_output, output)
+
+    md.kernel_registry().register("aten::tanh_backward", tanh_backward_cnml, mode="cnml")  # in force at once
+    try:
+        ct.set_cnml_enabled(True)
+        x = torch.randn(5).to("mlu").requires_grad_()
+        torch.tanh(x).sum().backward()
+    finally:
+        md.reload_kernels()
+    assert seen == ["cnml"]
 
 
 @pytest.mark.parametrize("flag", [0, 1, "False", None])
@@ -150,12 +175,13 @@ def test_the_device_runs_the_float_model_unchanged_by_a_deep_copy():
     lambda params: torch.optim.Adam(params, 1e-2),
 ], ids=["sgd-momentum-weight-decay", "adam"])
 def test_optimizer_steps_run_on_the_device_and_match_the_cpu(make_optimizer):
+    """The updates are elementwise: with products as the CPU computes them, every step matches."""
     torch.manual_seed(0)
     cpu_model = nn.Linear(5, 3)
     mlu_model = copy.deepcopy(cpu_model).to("mlu")
     optimizers = [make_optimizer(cpu_model.parameters()), make_optimizer(mlu_model.parameters())]
     x = torch.randn(6, 5)
-    with md.track_fallbacks() as fallbacks:
+    with md.track_fallbacks() as fallbacks, numerics_settings(matmul_precision="float"):
         for _ in range(3):
             for model, optimizer, device in ((cpu_model, optimizers[0], "cpu"), (mlu_model, optimizers[1], "mlu")):
                 optimizer.zero_grad()

@@ -27,9 +27,10 @@ reduction of the tensor. State (step and scales) is in ``state_dict`` (buffers
 ``adaptive_step`` and ``adaptive_scales`` = [s_x, s_w, s_g]), so a checkpoint resumes the schedule.
 
 Integer contractions are exact: in float32 when every partial sum is bounded by 2**24
-(``qmax**2 * depth``), else in float64 (2**53); 31-bit values are split into two 16-bit halves
-(Cambricon's INT31 is two int16 numbers) whose four contractions are each exact in float64 and
-are combined in float64 (exact up to float64 rounding of the total).
+(``qmax**2`` times the products summed), at once or in slices of the summed dimension (input
+channels, output channels or the batch) added in float64; else in float64 (2**53); 31-bit values
+are split into two 16-bit halves (Cambricon's INT31 is two int16 numbers) whose four contractions
+are each exact in float64 and are combined in float64 (exact up to float64 rounding of the total).
 """
 from __future__ import annotations
 
@@ -110,21 +111,50 @@ def quantize(t: torch.Tensor, scale: float, qmax: int) -> torch.Tensor:
     return product.round_().clamp_(-qmax, qmax)
 
 
+@dataclass(frozen=True)
+class Summed:
+    """The dimension a contraction sums over: ``length`` indices, each adding ``per_index``
+    products to every result; ``axes``: where it lies in each operand, or None when it cannot be
+    sliced there (the channels of a grouped convolution)."""
+
+    length: int
+    per_index: int
+    axes: tuple[int, int] | None = None
+
+
 def exact_contraction(contract: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], qa: torch.Tensor,
-                      qb: torch.Tensor, qmax: int, depth: int) -> torch.Tensor:
-    """``contract(qa, qb)`` of integer-valued tensors (|q| <= qmax, ``depth`` products summed
-    per result), exactly, as float64 (see the module docstring for how)."""
-    bound = qmax * qmax * depth
-    if bound <= FLOAT32_EXACT:
+                      qb: torch.Tensor, qmax: int, summed: Summed) -> torch.Tensor:
+    """``contract(qa, qb)`` of integer-valued tensors (|q| <= qmax), exactly, as float64.
+
+    Every partial sum is bounded by ``qmax**2`` times the products summed: within 2**24 the
+    contraction runs in float32 at once, or in float32 slices of the summed dimension added in
+    float64; else in float64 (exact below 2**53); 31-bit values as two 16-bit halves.
+    """
+    per_index = qmax * qmax * summed.per_index
+    if per_index * summed.length <= FLOAT32_EXACT:
         return contract(qa.to(torch.float32), qb.to(torch.float32)).to(torch.float64)
-    if bound < FLOAT64_EXACT:
+    if summed.axes is not None and per_index <= FLOAT32_EXACT:
+        return _sliced(contract, qa, qb, summed, FLOAT32_EXACT // per_index)
+    if per_index * summed.length < FLOAT64_EXACT:
         return contract(qa.to(torch.float64), qb.to(torch.float64))
-    if 2 ** (2 * _HALF_BITS) * depth >= FLOAT64_EXACT:
-        raise OverflowError(f"a contraction of depth {depth} of 31-bit values cannot be computed exactly")
+    if 2 ** (2 * _HALF_BITS) * summed.per_index * summed.length >= FLOAT64_EXACT:
+        raise OverflowError(f"a contraction of {summed.length * summed.per_index} products of 31-bit values "
+                            "cannot be computed exactly")
     high_a, low_a = _halves(qa)
     high_b, low_b = _halves(qb)
     cross = contract(high_a, low_b) + contract(low_a, high_b)
     return contract(high_a, high_b) * 2.0 ** (2 * _HALF_BITS) + cross * 2.0 ** _HALF_BITS + contract(low_a, low_b)
+
+
+def _sliced(contract, qa: torch.Tensor, qb: torch.Tensor, summed: Summed, step: int) -> torch.Tensor:
+    """float32 contractions of ``step`` indices of the summed dimension at a time, in float64."""
+    total = None
+    for start in range(0, summed.length, step):
+        size = min(step, summed.length - start)
+        parts = [q.narrow(axis, start, size).to(torch.float32) for q, axis in zip((qa, qb), summed.axes)]
+        part = contract(*parts).to(torch.float64)
+        total = part if total is None else total.add_(part)
+    return total
 
 
 def _halves(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -139,6 +169,11 @@ def _dequantized(acc: torch.Tensor, scale_a: float, scale_b: float, bias: Option
     return dequantize(acc, scales[0], scales[1].reshape(1), bias, channel_dim).to(dtype)
 
 
+def _channels(length: int, kernel: Sequence[int], groups: int, axes: tuple[int, int]) -> Summed:
+    """Channels summed by a convolution: sliceable only without groups."""
+    return Summed(length, math.prod(kernel), axes if groups == 1 else None)
+
+
 def exact_adaptive_conv(input: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
                         stride: Sequence[int], padding: Sequence[int], dilation: Sequence[int], groups: int,
                         input_scale: float, weight_scale: float, qmax: int) -> torch.Tensor:
@@ -146,7 +181,7 @@ def exact_adaptive_conv(input: torch.Tensor, weight: torch.Tensor, bias: Optiona
     conv = _CONV[weight.dim() - 2]
     acc = exact_contraction(lambda x, w: conv(x, w, None, stride, padding, dilation, groups),
                             quantize(input, input_scale, qmax), quantize(weight, weight_scale, qmax), qmax,
-                            depth=math.prod(weight.shape[1:]))
+                            _channels(weight.shape[1], weight.shape[2:], groups, axes=(1, 1)))
     return _dequantized(acc, input_scale, weight_scale, bias, 1, input.dtype)
 
 
@@ -162,13 +197,13 @@ def exact_adaptive_conv_backward(grad_output: torch.Tensor, input: torch.Tensor,
         acc = exact_contraction(
             lambda g, w: _CONV_INPUT_GRAD[n](input.shape, w, g, stride, padding, dilation, groups),
             qg, quantize(weight, weight_scale, qmax), qmax,
-            depth=weight.shape[0] // groups * math.prod(weight.shape[2:]))
+            _channels(weight.shape[0] // groups, weight.shape[2:], groups, axes=(1, 0)))
         grad_input = _dequantized(acc, grad_scale, weight_scale, None, 1, input.dtype)
     if weight_grad:
         acc = exact_contraction(
             lambda x, g: _CONV_WEIGHT_GRAD[n](x, weight.shape, g, stride, padding, dilation, groups),
             quantize(input, input_scale, qmax), qg, qmax,
-            depth=grad_output.shape[0] * math.prod(grad_output.shape[2:]))
+            Summed(grad_output.shape[0], math.prod(grad_output.shape[2:]), axes=(0, 0)))
         grad_weight = _dequantized(acc, input_scale, grad_scale, None, 0, weight.dtype)
     return grad_input, grad_weight
 
@@ -177,7 +212,7 @@ def exact_adaptive_linear(input: torch.Tensor, weight: torch.Tensor, bias: Optio
                           input_scale: float, weight_scale: float, qmax: int) -> torch.Tensor:
     """The device's adaptive linear forward on CPU tensors."""
     acc = exact_contraction(F.linear, quantize(input, input_scale, qmax), quantize(weight, weight_scale, qmax),
-                            qmax, depth=weight.shape[1])
+                            qmax, Summed(weight.shape[1], 1, axes=(-1, 1)))
     return _dequantized(acc, input_scale, weight_scale, bias, -1, input.dtype)
 
 
@@ -189,11 +224,11 @@ def exact_adaptive_linear_backward(grad_output: torch.Tensor, input: torch.Tenso
     grad_input = grad_weight = input.new_empty(0)
     if input_grad:
         acc = exact_contraction(torch.matmul, qg, quantize(weight, weight_scale, qmax), qmax,
-                                depth=weight.shape[0])
+                                Summed(weight.shape[0], 1, axes=(-1, 0)))
         grad_input = _dequantized(acc, grad_scale, weight_scale, None, -1, input.dtype)
     if weight_grad:
-        acc = exact_contraction(_weight_product, qg, quantize(input, input_scale, qmax), qmax,
-                                depth=grad_output.numel() // grad_output.shape[-1])
+        rows_g, rows_x = qg.reshape(-1, qg.shape[-1]), quantize(input, input_scale, qmax).reshape(-1, input.shape[-1])
+        acc = exact_contraction(_weight_product, rows_g, rows_x, qmax, Summed(rows_g.shape[0], 1, axes=(0, 0)))
         grad_weight = _dequantized(acc, grad_scale, input_scale, None, 0, weight.dtype)
     return grad_input, grad_weight
 

@@ -1,0 +1,86 @@
+"""The convolution backward's two products, computed as the forward convolution is.
+
+``InputGradient`` (grad_output x weight) and ``WeightGradient`` (input x grad_output) are
+``contractions.Product``s: ``contractions.device_product`` quantizes their operands on MLU270
+(matmul precision int8 / int16 / int31) and multiplies the integer values, or rounds them to
+TF32 on MLU370 and splits the reduced dimension across the cores; where the device multiplies
+like the CPU (MLU270 ``float``, an operand holding Inf / NaN) the CPU's float32 product runs.
+The reduced dimension is the output channels of a group for the input gradient and the batch
+for the weight gradient. Used by ``mluverify.plugins.mlu_backward_kernels``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from mluverify.device.contractions import ConvolutionProduct, Product, device_product
+from mluverify.device.numerics import active_cores, active_settings
+
+_FLOATING = (torch.float16, torch.float32)
+aten = torch.ops.aten
+
+
+@dataclass(frozen=True)
+class _ConvolutionGradient(ConvolutionProduct):
+    """A product of the convolution's backward; the geometry is the forward convolution's."""
+
+    def backward(self, grad_output: torch.Tensor, input: torch.Tensor, weight: torch.Tensor,
+                 mask: list[bool]) -> tuple:
+        return aten.convolution_backward.default(grad_output, input, weight, None, self.stride, self.padding,
+                                                 self.dilation, self.transposed, self.output_padding,
+                                                 self.groups, mask)
+
+
+def _placeholder(like: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
+    """A tensor of ``shape`` whose values the product never reads (as torch.nn.grad does)."""
+    return like.new_empty(1).expand(shape)
+
+
+@dataclass(frozen=True)
+class InputGradient(_ConvolutionGradient):
+    """grad_input = grad_output (left) x weight (right), summed over each group's output
+    channels (dim 0 of a convolution's weight, dim 1 of a transposed one's)."""
+
+    input_shape: tuple[int, ...] = ()
+
+    def __call__(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+        return self.backward(left, _placeholder(left, self.input_shape), right, [True, False, False])[0]
+
+    def extent(self, left: torch.Tensor, right: torch.Tensor) -> int:
+        return left.shape[1] // self.groups
+
+    def part(self, left: torch.Tensor, right: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        left = left.unflatten(1, (self.groups, -1))[:, :, start:stop].flatten(1, 2)
+        if self.transposed:
+            right = right[:, start:stop]
+        else:
+            right = right.unflatten(0, (self.groups, -1))[:, start:stop].flatten(0, 1)
+        return self(left, right)
+
+
+@dataclass(frozen=True)
+class WeightGradient(_ConvolutionGradient):
+    """grad_weight = input (left) x grad_output (right), summed over the batch (and positions)."""
+
+    weight_shape: tuple[int, ...] = ()
+
+    def __call__(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+        return self.backward(right, left, _placeholder(left, self.weight_shape), [False, True, False])[1]
+
+    def extent(self, left: torch.Tensor, right: torch.Tensor) -> int:
+        return left.shape[0]
+
+    def part(self, left: torch.Tensor, right: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        return self(left[start:stop], right[start:stop])
+
+
+def product_kernel(product: Product, left: torch.Tensor, right: torch.Tensor, cache_right: bool) -> torch.Tensor:
+    """The product as the device computes it, in the dtype of ``left`` (float16 rounded once)."""
+    dtype = left.dtype
+    if dtype not in _FLOATING:
+        return product(left, right)
+    result = device_product(product, left, right, cache_right, active_settings(), active_cores())
+    if result is None:  # the device multiplies like the CPU: float16 widened exactly
+        result = product(*(t.to(torch.float32) for t in (left, right)))
+    return result.to(dtype)

@@ -1,0 +1,257 @@
+"""``verify(fn, *args, grad=True)``: the output and every gradient judged, each its own record.
+
+The case runs forward and backward on its target and on the CPU from the same inputs, the same
+parameters and the same upstream gradient (one seeded normal tensor per floating output), inside
+a *probe*: a module holding ``fn`` that returns ``(output, input gradients, parameter
+gradients)`` and, when an ``optimizer`` factory is given, the parameters after one optimizer
+step. Back ends run the probe like any module (copied, moved, cast to the case's dtype), so the
+target's backward kernels (and its optimizer update) compute the gradients. The inputs
+differentiated are the floating tensor arguments that require grad, or all of them when none
+does (decided once, from the CPU arguments, for every run). The probe seeds
+torch with the case's seed (0 by default) before each run: random ops (dropout) draw alike on a
+device whose generator follows the CPU's algorithm.
+
+Records (``session.make_record``): ``kind`` ``"output"`` (leaf ``output``), ``"grad"`` (leaf
+``x.grad`` for an input named ``x`` in ``fn``'s signature, ``conv1.weight.grad`` for a
+parameter) and ``"param"`` (leaf ``conv1.weight``: the parameter after the optimizer step). Each
+is judged by the case's tolerance (and the golden float64 probe when that is on), with its own
+status: a gradient record is ``not_on_device`` when the op under test or its backward ran on the
+CPU. The worst outcome (``mluverify.status.STATUSES`` order) is returned. Not done for gradients:
+the determinism re-run and the failure dump. torch is imported only when a case runs.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from mluverify import status as statuses
+from mluverify.backends import Execution
+from mluverify.compare import compare, policy
+from mluverify.provenance import is_op_under_test, ops_under_test_on_cpu
+from mluverify.reference import Golden, run_golden
+
+if TYPE_CHECKING:
+    from mluverify.case import Case
+    from mluverify.compare import Tolerance
+    from mluverify.config import Waiver
+    from mluverify.session import Checks, Outcome, Session
+
+OUTPUT, GRAD, PARAM = "output", "grad", "param"
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """One judged value: what it is (``kind``), its name, and the target's, the CPU's and the
+    golden result (None without one)."""
+
+    kind: str
+    name: str
+    actual: Any
+    expected: Any
+    golden: Any = None
+
+
+def verify_gradients(session: Session, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case, *,
+                     tolerance: Tolerance | float | None = None, waiver: Waiver | None = None,
+                     checks: Checks, optimizer: Callable | None = None) -> Outcome:
+    """Run ``fn`` forward and backward on the case's target and on the CPU, judge the output,
+    every input and parameter gradient (and updated parameter), record each, return the worst."""
+    from mluverify.session import Outcome, _one_line, as_reference_dtype, cast_floating, make_record
+
+    _, backend = session.resolve(case.target)
+    started = time.perf_counter()
+    try:
+        probe = _probe_class()(fn, 0 if case.seed is None else case.seed, optimizer, args, kwargs)
+        upstream = probe.upstream(args, kwargs)
+        execution = backend.execute(probe, cast_floating((upstream, *args), case.dtype), dict(kwargs), case=case)
+        expected = copy.deepcopy(probe)(upstream, *args, **kwargs)
+        judged_tolerance, golden, note = _tolerance_and_golden(session, probe, (upstream, *args), kwargs, case,
+                                                               tolerance, checks)
+    except Exception as exc:
+        session.write(make_record(session.run_id, case, None, Execution(None), time.perf_counter() - started,
+                                  status=statuses.ERRORED, why=_one_line(exc), error=_one_line(exc))
+                      | {"kind": GRAD})
+        raise
+    duration_s = time.perf_counter() - started
+    outcomes = []
+    for leaf in _leaves(probe.leaf_names(args, kwargs), as_reference_dtype(execution.output, case.dtype),
+                        expected, golden.output):
+        verdict = compare(leaf.actual, leaf.expected, tolerance=judged_tolerance, dtype=case.dtype,
+                          extra_metrics=session.extra_metrics, golden=leaf.golden, golden_rules=session.settings.golden,
+                          expect_non_finite=checks.expect_non_finite)
+        verdict = replace(verdict, leaf=leaf.name + verdict.leaf)
+        status, why = _status(leaf.kind, verdict, case, execution, waiver)
+        record = make_record(session.run_id, case, verdict, execution, duration_s, status=status,
+                             why="; ".join(filter(None, (why, note))))
+        record.update(kind=leaf.kind, leaf=verdict.leaf)
+        session.write(record)
+        outcomes.append(Outcome(verdict, record, status, why, waiver))
+    return min(outcomes, key=lambda outcome: statuses.STATUSES.index(outcome.status))
+
+
+def _tolerance_and_golden(session: Session, probe, args: tuple, kwargs: Mapping[str, Any], case: Case,
+                          marker: Tolerance | float | None, checks: Checks) -> tuple[Tolerance, Golden, str]:
+    """The case's tolerance, the golden float64 probe run when asked for, and a note when it is
+    unavailable (then the mode's policy judges, as for outputs)."""
+    tolerance = session.tolerance(case, marker)
+    golden = run_golden(probe, args, kwargs) if checks.golden or tolerance.golden else Golden()
+    note = f"golden reference unavailable ({golden.unavailable})" if golden.unavailable else ""
+    if tolerance.golden and golden.output is None:
+        tolerance = policy(session.resolve(case.target)[1].policy(case.mode))
+        note += f"; judged by {tolerance.source} instead"
+    return tolerance, golden, note
+
+
+def _leaves(names: tuple[list[str], list[str]], actual: tuple, expected: tuple, golden: tuple | None) -> list[Leaf]:
+    """The probe's results as judged leaves: output, input gradients, parameter gradients,
+    updated parameters."""
+    input_names, parameter_names = names
+    labels = [(OUTPUT, [OUTPUT]), (GRAD, [f"{n}.grad" for n in input_names]),
+              (GRAD, [f"{n}.grad" for n in parameter_names]), (PARAM, parameter_names)]
+    leaves = []
+    for part, (kind, part_names) in enumerate(labels[:len(actual)]):
+        values = [actual[part]] if kind == OUTPUT else actual[part]
+        references = [expected[part]] if kind == OUTPUT else expected[part]
+        goldens = [None] * len(values) if golden is None else ([golden[part]] if kind == OUTPUT else golden[part])
+        leaves += [Leaf(kind, *leaf) for leaf in zip(part_names, values, references, goldens, strict=True)]
+    return leaves
+
+
+def _status(kind: str, verdict, case: Case, execution: Execution, waiver: Waiver | None) -> tuple[str, str]:
+    status, why = statuses.decide(statuses.Facts(
+        verdict.passed,
+        ops_on_cpu=_ops_on_cpu(kind, case, execution.fallback_ops),
+        not_fused_reason=execution.not_fused_reason if execution.executed_as == "layer-by-layer" else None,
+    ))
+    if status != statuses.PASSED and waiver is not None and not waiver.expired():
+        status, why = statuses.WAIVED, f"{status}: {why or verdict.reason}"
+    return status, why
+
+
+def _ops_on_cpu(kind: str, case: Case, fallback_ops: tuple[str, ...]) -> tuple[str, ...]:
+    """The op under test among the fallbacks: its forward ops for the output, and for a gradient
+    also its backward (``aten::convolution_backward_overrideable`` for ``conv2d``)."""
+    forward = [op for op in fallback_ops if "_backward" not in op]
+    if kind == OUTPUT:
+        return ops_under_test_on_cpu(case, forward)
+    return tuple(op for op in fallback_ops
+                 if is_op_under_test(case, op) or ("_backward" in op and is_op_under_test(case, op.replace("_backward", "", 1))))
+
+
+@functools.lru_cache(maxsize=1)
+def _probe_class() -> type:
+    """``GradientProbe``, defined on first use (torch is imported only when a case runs)."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    def differentiable(value: Any) -> bool:
+        return isinstance(value, torch.Tensor) and value.is_floating_point()
+
+    class GradientProbe(torch.nn.Module):
+        """``fn``'s forward and backward: returns (output, input gradients, parameter gradients
+        [, parameters after one step of ``optimizer(parameters)``])."""
+
+        def __init__(self, fn: Callable, seed: int, optimizer: Callable | None, args: tuple,
+                     kwargs: Mapping[str, Any]) -> None:
+            super().__init__()
+            self.fn, self.seed, self.optimizer = fn, seed, optimizer
+            self.positions = _differentiated_positions(pytree.tree_leaves((args, dict(kwargs))), differentiable)
+
+        def _trained_parameters(self) -> list[tuple[str, torch.Tensor]]:
+            if not isinstance(self.fn, torch.nn.Module):
+                return []
+            return [(name, p) for name, p in self.fn.named_parameters() if p.requires_grad]
+
+        def _differentiated(self, args: tuple, kwargs: Mapping[str, Any]):
+            """(call args, call kwargs, the differentiated inputs made leaves), in flatten order."""
+            flat, spec = pytree.tree_flatten((args, dict(kwargs)))
+            leaves = []
+            for i in self.positions:
+                flat[i] = flat[i].detach().requires_grad_()
+                leaves.append(flat[i])
+            call_args, call_kwargs = pytree.tree_unflatten(flat, spec)
+            return call_args, call_kwargs, leaves
+
+        def _outputs(self, args: tuple, kwargs: Mapping[str, Any]):
+            torch.manual_seed(self.seed)
+            call_args, call_kwargs, leaves = self._differentiated(args, kwargs)
+            output = self.fn(*call_args, **call_kwargs)
+            outputs = [t for t in pytree.tree_leaves(output) if differentiable(t) and t.requires_grad]
+            return output, outputs, leaves
+
+        def upstream(self, args: tuple, kwargs: Mapping[str, Any]) -> tuple:
+            """One seeded normal tensor per floating output (float32, CPU), from a CPU run."""
+            with torch.enable_grad():
+                _, outputs, _ = copy.deepcopy(self)._outputs(args, kwargs)
+            generator = torch.Generator().manual_seed(self.seed)
+            return tuple(torch.randn(t.shape, generator=generator) for t in outputs)
+
+        def leaf_names(self, args: tuple, kwargs: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+            """Names of the differentiated inputs (from ``fn``'s signature) and parameters."""
+            return _input_names(self.fn, args, kwargs, self.positions), [n for n, _ in self._trained_parameters()]
+
+        def forward(self, upstream: tuple, *args: Any, **kwargs: Any) -> tuple:
+            with torch.enable_grad():
+                output, outputs, leaves = self._outputs(args, kwargs)
+                if len(outputs) != len(upstream):
+                    raise RuntimeError(f"{len(outputs)} differentiable outputs on this device, "
+                                       f"{len(upstream)} on the CPU")
+                named = self._trained_parameters()
+                wrt = leaves + [p for _, p in named]
+                grads = torch.autograd.grad(outputs, wrt, list(upstream), allow_unused=True,
+                                            materialize_grads=True) if outputs and wrt else ()
+            grads = [g.detach() for g in grads] or [torch.zeros_like(t) for t in wrt]
+            result = (pytree.tree_map_only(torch.Tensor, torch.Tensor.detach, output),
+                      tuple(grads[:len(leaves)]), tuple(grads[len(leaves):]))
+            if self.optimizer is None:
+                return result
+            return (*result, self._stepped(named, grads[len(leaves):]))
+
+        def _stepped(self, named: list, grads: list) -> tuple:
+            """The parameters after one step of the optimizer, on this device."""
+            for (_, parameter), grad in zip(named, grads):
+                parameter.grad = grad
+            self.optimizer([p for _, p in named]).step()
+            return tuple(p.detach().clone() for _, p in named)
+
+    return GradientProbe
+
+
+def _differentiated_positions(flat: list, differentiable: Callable) -> tuple[int, ...]:
+    """Flat positions of the inputs to differentiate: the floating tensors that require grad
+    (OpInfo marks them so), or every floating tensor when none does."""
+    floating = [i for i, value in enumerate(flat) if differentiable(value)]
+    marked = [i for i in floating if flat[i].requires_grad]
+    return tuple(marked or floating)
+
+
+def _input_names(fn: Callable, args: tuple, kwargs: Mapping[str, Any], positions: tuple[int, ...]) -> list[str]:
+    """``x`` (positional arguments named by ``fn``'s signature, else ``args[i]``), ``x[1]`` inside
+    lists, keyword arguments by key: one name per differentiated input, in flatten order."""
+    from torch.utils import _pytree as pytree
+
+    parameters = _positional_names(fn)
+    paths = [path for path, _ in pytree.tree_flatten_with_path((args, dict(kwargs)))[0]]
+    names = []
+    for top, key, *inner in (paths[i] for i in positions):
+        if top.idx == 0:
+            base = parameters[key.idx] if key.idx < len(parameters) else f"args[{key.idx}]"
+        else:
+            base = str(key.key)
+        names.append(base + "".join(str(k) for k in inner))
+    return names
+
+
+def _positional_names(fn: Callable) -> list[str]:
+    import torch
+
+    target = fn.forward if isinstance(fn, torch.nn.Module) else fn
+    try:
+        parameters = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):  # builtins without a signature
+        return []
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

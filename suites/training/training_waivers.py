@@ -1,0 +1,33 @@
+"""The training suites' known deviations (``waivers.toml`` beside this file) as pytest marks.
+
+Keys are globs on a case name (``*`` and ``?`` only); each entry has a ``reason`` and an expiry
+date ``until`` (``YYYY-MM-DD``), after which the case fails again. ``skip = true`` marks a case
+that raises in the device itself: there is no verdict to waive, it is skipped with the reason.
+"""
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from mluverify import matches_case_id
+
+WAIVERS_FILE = Path(__file__).with_name("waivers.toml")
+
+
+@lru_cache(maxsize=1)
+def _waivers() -> dict[str, dict]:
+    with WAIVERS_FILE.open("rb") as f:
+        return tomllib.load(f).get("waivers", {})
+
+
+def waiver_marks(case: str) -> list:
+    """The first matching waiver of ``case`` as an ``mlu_waiver`` mark (or a skip), else none."""
+    for pattern, waiver in _waivers().items():
+        if matches_case_id(pattern, case):
+            if waiver.get("skip"):
+                return [pytest.mark.skip(reason=f"{waiver['reason']} (until {waiver['until']})")]
+            return [pytest.mark.mlu_waiver(waiver["reason"], waiver["until"])]
+    return []
