@@ -8,7 +8,9 @@ Figures (torchvision ResNet50, batch 1, 224x224, inference, random weights):
   (one group per residual block), and layer-by-layer ``mlu`` (every op a device kernel).
 
 Each ratio is given for wall time and for process CPU time: on a shared machine the wall
-ratio carries the noise of other processes, the CPU-time ratio much less of it.
+ratio carries the noise of other processes, the CPU-time ratio much less of it. The fused
+output's rel_mse against native eager is printed too (MLU270 quantizes the folded convolutions
+to int16 by default; ``--matmul-precision float`` runs them unquantized).
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/fusion_resnet50.py [--repeats N]``.
 """
@@ -62,11 +64,16 @@ def fused_with_env(model_on_mlu, x_mlu, forced: str):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--matmul-precision", default=None, help="MLU270's conv / matmul precision (default int16)")
     args = parser.parse_args()
 
     import torchvision
 
     import mluverify.device  # noqa: F401  (registers the device)
+    from mluverify.device import mlu_model, numerics
+
+    if args.matmul_precision:
+        mlu_model.set_matmul_precision(args.matmul_precision)
 
     torch.set_grad_enabled(False)
     model = torchvision.models.resnet50().eval()
@@ -86,8 +93,13 @@ def main() -> None:
     for fn in (native, lambda: whole(x_mlu), lambda: split(x_mlu), lambda: model_on_mlu(x_mlu)):
         fn()  # warm-up
     native_wall = statistics.median(timed(native)[0] for _ in range(5))
+    settings = numerics.active_settings()
+    expected, fused_out = native().double(), whole(x_mlu).cpu().double()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
           f"native CPU eager {native_wall * 1000:.1f} ms (wall, median of 5)")
+    print(f"core version {settings.core_version}, matmul precision {settings.matmul_precision}, core number "
+          f"{settings.core_number}: fused output rel_mse vs CPU "
+          f"{((fused_out - expected).norm() / expected.norm()).item():.2e}")
     print(f"first call (capture + build + first result): {first_call:.2f} s wall "
           f"= {first_call / native_wall:.1f} native forwards")
     print(f"whole network fused, {len(whole_program.groups)} group(s) / native CPU eager: "

@@ -7,13 +7,16 @@ result is rounded to float16 once, at the end:
 
 * **MLU270, quantized** (matmul precision int8 / int16 / int31, int16 by default): each
   operand is quantized symmetrically per tensor (``numerics.quantize``: scale
-  ``qmax / absmax``, round half to even); the integer values are multiplied and accumulated
-  (in float32 for int8 / int16, which is exact while every partial sum stays below 2**24 in
-  magnitude and rounds beyond; in float64 for int31); the accumulator is rounded to float32
-  and divided by ``fl32(scale_left * scale_right)``; the bias is added in float32. The
-  model's partials are exact integers, so the core split of the reduced dimension changes
-  nothing and is not computed. An operand holding Inf or NaN has no scale: that call
-  computes as the ``float`` setting does.
+  ``qmax / absmax``, round half to even). The model is exact integer accumulation, then
+  ``y = fl32(acc) / fl32(scale_left * scale_right)`` and the bias in float32. int8 and int31
+  compute just that, accumulating the integers in float32 (exact while every partial sum stays
+  below 2**24: any int8 product of at most 1040 terms) and float64 (int31). int16, whose
+  products need 30 bits, multiplies the dequantized operands (``numerics.dequantized``:
+  ``q * fl32(1 / scale)``) with the CPU's float32 kernel, bias included: the same sum, rounded
+  in float32 (measured at 0.3 % of the quantization error, docs/device.md). The model's
+  partial sums are exact integers, so the core split of the reduced dimension changes nothing
+  and is not computed. An operand holding Inf or NaN has no scale: that call computes as the
+  ``float`` setting does.
 * **MLU270, float**: the CPU's float32 arithmetic on the (widened) inputs, bias included.
 * **MLU370**: float32 inputs rounded to TF32 (10 mantissa bits); the reduced dimension (input
   channels per group of a convolution, K of a matrix product) is split across the cores as
@@ -29,11 +32,13 @@ import numpy as np
 import torch
 
 from mluverify.device import _weight_cache
+from mluverify.device.kernels import active_mode
 from mluverify.device.numerics import (
-    NumericsSettings, Quantized, active_cores, active_settings, quantize, round_mantissa)
+    QMAX, NumericsSettings, Quantized, active_cores, active_settings, dequantized, quantize, round_mantissa)
 from mluverify.device.reductions import combine_pairwise, split_bounds
 
 _F16, _F32 = torch.float16, torch.float32
+_ONEDNN = torch.backends.mkldnn.is_available()
 _FLOATING = (_F16, _F32)
 aten = torch.ops.aten
 
@@ -124,45 +129,109 @@ def _prepared(x: torch.Tensor, recipe: tuple, prepare: Callable[[], object], cac
     return _weight_cache.cached(x, recipe, prepare) if cache else prepare()
 
 
-def device_product(product: Product, left: torch.Tensor, right: torch.Tensor, cache_right: bool,
-                   settings: NumericsSettings, cores: int) -> torch.Tensor | None:
-    """The float32 product as the device computes it (no bias), or None where the device
-    multiplies like the CPU (MLU270 ``float``, or an operand that cannot be quantized)."""
+Tensor2 = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class WeightLayout:
+    """How a fused engine keeps a prepared weight for the CPU kernel that multiplies it (e.g.
+    oneDNN's blocked convolution weights): ``pack(weight)`` once, ``op(input, packed)`` per call;
+    ``key`` says what the packing depends on."""
+
+    key: tuple
+    pack: Callable[[torch.Tensor], torch.Tensor]
+    op: Tensor2
+
+
+@dataclass(frozen=True)
+class ProductCall:
+    """One call of a matmul-class op: its bilinear ``product``; ``finish`` adds the bias (and
+    alpha / beta) to a bare float32 product; ``cpu_op`` is the whole op by the CPU's float32
+    kernel; ``weight``: the right operand is a weight, prepared once per version; ``layout``:
+    how a fused engine keeps that weight (None: as a plain tensor for ``cpu_op``)."""
+
+    product: Product
+    finish: Callable[[torch.Tensor], torch.Tensor]
+    cpu_op: Tensor2
+    weight: bool = True
+    layout: WeightLayout | None = None
+
+
+def device_result(call: ProductCall, left: torch.Tensor, right: torch.Tensor, settings: NumericsSettings,
+                  cores: int) -> torch.Tensor:
+    """The op's float32 result as the device computes it (see the module docstring)."""
     qmax = settings.qmax
     if qmax is not None:
-        quantized_left = quantize(left, qmax)
-        quantized_right = _prepared(right, ("quantized", qmax), lambda: quantize(right, qmax), cache_right)
-        if quantized_left is None or quantized_right is None:
-            return None
-        return quantized_product(product, quantized_left, quantized_right)
+        result = _quantized_result(call, left, right, qmax)
+        if result is not None:
+            return result
     bits = settings.profile.matmul_float32_mantissa_bits
     if bits is None:
-        return None
+        return call.cpu_op(_widened(left), _widened(right))
     if left.dtype == _F32 and right.dtype == _F32:  # float16 values are exact in TF32 already
         left = round_mantissa(left, bits)
-        right = _prepared(right, ("mantissa", bits), lambda: round_mantissa(right, bits), cache_right)
-    return split_product(product, _widened(left), _widened(right), cores)
+        right = _prepared(right, ("mantissa", bits), lambda: round_mantissa(right, bits), call.weight)
+    return call.finish(split_product(call.product, _widened(left), _widened(right), cores))
+
+
+def _quantized_result(call: ProductCall, left: torch.Tensor, right: torch.Tensor, qmax: int) -> torch.Tensor | None:
+    """The quantized op, or None when an operand cannot be quantized (Inf / NaN)."""
+    if qmax == QMAX["int16"]:
+        left_operand = dequantized(left, qmax)
+        layout = call.layout
+        if layout is None:
+            right_operand = _prepared(right, ("dequantized", qmax), lambda: dequantized(right, qmax), call.weight)
+        else:
+            right_operand = _prepared(right, ("dequantized", qmax, layout.key),
+                                      lambda: _packed(dequantized(right, qmax), layout), call.weight)
+        if left_operand is None or right_operand is None:
+            return None
+        return (call.cpu_op if layout is None else layout.op)(left_operand, right_operand)
+    quantized_left = quantize(left, qmax)
+    quantized_right = _prepared(right, ("quantized", qmax), lambda: quantize(right, qmax), call.weight)
+    if quantized_left is None or quantized_right is None:
+        return None
+    return call.finish(quantized_product(call.product, quantized_left, quantized_right))
+
+
+def _packed(weight: torch.Tensor | None, layout: WeightLayout) -> torch.Tensor | None:
+    return None if weight is None else layout.pack(weight)
 
 
 def _widened(x: torch.Tensor) -> torch.Tensor:
     return x.to(_F32) if x.dtype == _F16 else x
 
 
-def _run(product: Product, left: torch.Tensor, right: torch.Tensor, cache_right: bool,
-         finish: Callable[[torch.Tensor], torch.Tensor], cpu_op: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-         ) -> torch.Tensor:
-    """``finish(device product)``, or ``cpu_op`` on the widened inputs where the device
-    multiplies like the CPU; rounded to float16 at the end when the input was float16."""
+def _run(call: ProductCall, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """The op on the device's numerics, rounded to float16 at the end when the input was."""
     dtype = left.dtype
     if dtype not in _FLOATING:
-        return cpu_op(left, right)
-    y = device_product(product, left, right, cache_right, active_settings(), active_cores())
-    result = cpu_op(_widened(left), _widened(right)) if y is None else finish(y)
+        return call.cpu_op(left, right)
+    result = device_result(call, left, right, active_settings(), active_cores())
     return result.to(dtype) if result.dtype != dtype else result
 
 
 def _channel_shape(output: torch.Tensor) -> list[int]:
     return [1, -1] + [1] * (output.dim() - 2)
+
+
+def _onednn_layout(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                   product: "ConvolutionProduct") -> WeightLayout | None:
+    """In a fused group, a 2-d convolution keeps its weight in oneDNN's blocked layout (an
+    inference engine packs its weights once): the same float32 arithmetic, without reordering
+    the weight on every call. None elsewhere (layer by layer, other convolutions, no oneDNN)."""
+    if active_mode() != "cnml" or product.transposed or input.dim() != 4 or weight.dim() != 4 or not _ONEDNN:
+        return None
+    geometry = (product.padding, product.stride, product.dilation, product.groups)
+    bias = None if bias is None else _widened(bias)
+
+    def pack(w: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._reorder_convolution_weight(w, *geometry, list(input.shape))
+
+    def op(x: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
+        return torch.ops.mkldnn._convolution_pointwise(x, packed, bias, *geometry, "none", [], "")
+
+    return WeightLayout(("onednn", geometry, tuple(input.shape)), pack, op)
 
 
 def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
@@ -180,17 +249,18 @@ def convolution(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
         return aten.convolution.default(x, w, None if bias is None else _widened(bias), stride, padding,
                                         dilation, transposed, output_padding, groups)
 
-    return _run(product, input, weight, True, finish, cpu_op)
+    return _run(ProductCall(product, finish, cpu_op, layout=_onednn_layout(input, weight, bias, product)),
+                input, weight)
 
 
 def mm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     """``aten.mm`` as the device computes it (``right`` prepared once per version: a weight)."""
-    return _run(MatrixProduct(), left, right, True, lambda y: y, aten.mm.default)
+    return _run(ProductCall(MatrixProduct(), _bare, aten.mm.default), left, right)
 
 
 def bmm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
     """``aten.bmm`` as the device computes it."""
-    return _run(MatrixProduct(), left, right, False, lambda y: y, aten.bmm.default)
+    return _run(ProductCall(MatrixProduct(), _bare, aten.bmm.default, weight=False), left, right)
 
 
 def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: float = 1,
@@ -209,4 +279,8 @@ def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: 
     def cpu_op(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
         return aten.addmm.default(_widened(input), left, right, beta=beta, alpha=alpha)
 
-    return _run(MatrixProduct(), mat1, mat2, True, finish, cpu_op)
+    return _run(ProductCall(MatrixProduct(), finish, cpu_op), mat1, mat2)
+
+
+def _bare(y: torch.Tensor) -> torch.Tensor:
+    return y

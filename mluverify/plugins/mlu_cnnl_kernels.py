@@ -39,17 +39,6 @@ ACCUMULATING = (
 )
 
 
-def _convolution_backward(grad_output, input, weight, stride, padding, dilation, transposed,
-                          output_padding, groups, output_mask):
-    import torch
-
-    bias_size = weight.size(1) * groups if transposed else weight.size(0)
-    return torch.ops.aten.convolution_backward.default(
-        grad_output, input, weight, [bias_size], stride, padding, dilation, transposed,
-        output_padding, groups, output_mask,
-    )
-
-
 def _fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
     """The cell torch's LSTM uses on accelerators; workspace = activated gates [i, f, g, o]."""
     import torch
@@ -92,6 +81,5 @@ def mluverify_device_kernels(registry) -> None:
         registry.register(f"aten::{name}", cnnl_ops.accumulating(_overload(name)))
     for name, kernel in {**cnnl_ops.REDUCTIONS, **cnnl_ops.CONTRACTIONS}.items():
         registry.register(f"aten::{name}", kernel)
-    registry.register("aten::convolution_backward_overrideable", _convolution_backward)
     registry.register("aten::_thnn_fused_lstm_cell", _fused_lstm_cell)
     registry.register("aten::_thnn_fused_gru_cell", _fused_gru_cell)

@@ -157,8 +157,10 @@ def quantized_reference(name, x, w, b, precision, accumulation_unit):
         return y, np.zeros_like(y, dtype=np.float64)
     sums = ref.exactly(contract, np.abs(qx), np.abs(qw)).astype(np.float64)
     denominator = np.float64(np.float32(np.float64(sx) * np.float64(sw)))
-    tolerance = (ref.accumulation_bound(sums, terms, accumulation_unit) + 2 * ref.U32 * np.abs(acc.astype(np.float64))
-                 ) / denominator + 4 * ref.U32 * (np.abs(y) + np.abs(bias))
+    # Accumulation in any order, plus one float32 rounding of each operand (int16 multiplies
+    # dequantized operands) or of the accumulator (int8 / int31), plus the final roundings.
+    tolerance = ((ref.accumulation_bound(sums, terms, accumulation_unit) + 2 * ref.U32 * sums) / denominator
+                 + 4 * ref.U32 * (np.abs(y) + np.abs(bias)))
     return y, tolerance
 
 
