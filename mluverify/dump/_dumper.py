@@ -67,7 +67,7 @@ class _Written:
     nbytes: int
 
 
-@dataclass
+@dataclass(slots=True)
 class _Op:
     """One aten op being dumped."""
 

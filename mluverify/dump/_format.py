@@ -16,7 +16,7 @@ digits, ``%g``); integers and booleans as integers. Rendering is pure: nodes in,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Sequence, Union
+from typing import Iterator, NamedTuple, Sequence, Union
 
 import numpy as np
 
@@ -25,9 +25,9 @@ import numpy as np
 _CHUNK = 1 << 16
 
 
-@dataclass(frozen=True)
-class TensorBlock:
-    """What a tensor's block prints: its header fields and the numbers written below it."""
+class TensorBlock(NamedTuple):
+    """What a tensor's block prints: its header fields and the numbers written below it (a
+    named tuple: one is made for every tensor a dump summarizes, a frozen dataclass costs more)."""
 
     type_name: str  # C++ ScalarType name ("Float", "Long", ...)
     shape: tuple[int, ...]

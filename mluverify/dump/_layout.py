@@ -8,7 +8,6 @@ that runs no aten op (``Tensor.dim``) gets no directory.
 """
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +54,7 @@ def call_name(func: Any) -> str:
     return name[2:-2] if is_dunder else name
 
 
-@dataclass
+@dataclass(slots=True)
 class _Frame:
     """A parent of numbered ops: the dump root, or a torch-level call."""
 
@@ -124,9 +123,19 @@ class OpInfo:
     uninitialised: bool
 
 
-@functools.cache
 def op_info(func: Any) -> OpInfo:
-    """The dump's view of ``func`` (an ``OpOverload``), cached: schemas never change."""
+    """The dump's view of ``func`` (an ``OpOverload``), cached: schemas never change. Keyed by
+    ``id``: overloads live as long as the process, and hashing one runs Python code."""
+    info = _OP_INFOS.get(id(func))
+    if info is None:
+        info = _OP_INFOS[id(func)] = _op_info(func)
+    return info
+
+
+_OP_INFOS: dict[int, OpInfo] = {}
+
+
+def _op_info(func: Any) -> OpInfo:
     schema = func._schema
     name = func._overloadpacket.__name__
     overload = f".{schema.overload_name}" if schema.overload_name else ""

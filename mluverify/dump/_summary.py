@@ -10,8 +10,7 @@ import functools
 import math
 import sys
 import weakref
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -41,11 +40,10 @@ TENSOR_COLUMNS = ("dtype", "shape", "stride", "numel", "level", "head",
 _NO_STATS = (None,) * 6  # level 0 keeps no statistics
 
 
-@dataclass(frozen=True)
-class TensorSummary:
+class TensorSummary(NamedTuple):
     """One tensor as dumped: its printed block, the level used and its index columns
     (``TENSOR_COLUMNS``), worked out once: an unchanged tensor's summary is reused for every
-    op that reads it."""
+    op that reads it. (A named tuple: one is made for every new tensor of a dump.)"""
 
     block: TensorBlock
     level: int
@@ -88,7 +86,12 @@ def _empty_summary(dtype: torch.dtype, shape: tuple[int, ...], stride: tuple[int
 def _described(dtype: torch.dtype, shape: tuple[int, ...], stride: tuple[int, ...], numel: int,
                level: int) -> tuple:
     """The first index columns of a tensor: dtype, shape, stride, numel, level."""
-    return str(dtype).removeprefix("torch."), list(shape), list(stride), numel, level
+    return _dtype_text(dtype), list(shape), list(stride), numel, level
+
+
+@functools.lru_cache(maxsize=None)
+def _dtype_text(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def host_view(tensor: torch.Tensor) -> torch.Tensor:
@@ -104,7 +107,7 @@ def host_view(tensor: torch.Tensor) -> torch.Tensor:
 
 def _floats(values: np.ndarray) -> list[float]:
     """Values as floats, whatever the dtype: one parquet column type for every row's head."""
-    return values.astype(float).tolist()
+    return values.tolist() if values.dtype.kind == "f" else values.astype(float).tolist()
 
 
 def _printed_dtype(dtype: torch.dtype) -> type:
