@@ -8,6 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from mluverify.cli import main
 from mluverify.dump import capture
 from mluverify.dump._cases import META_KEY
 
@@ -64,6 +65,13 @@ def test_every_case_replays_on_both_targets_and_is_recorded(pytester, small_case
     assert (shapes["view"], shapes["t"], shapes["addmm"]) == ("1x4x8x8", "10x256", "10")
     assert all(case_id in reproducer for case_id, reproducer in
                zip(frame["case_id"], frame["reproducer"]))
+    # the audit recommends a bound per captured op, target and dtype
+    assert main(["audit", str(pytester.path / "run"), "--out", str(pytester.path / "audit")]) == 0
+    audit = pandas.read_csv(pytester.path / "audit" / "audit.csv")
+    assert sorted(set(zip(audit["op"], audit["target"]))) == sorted(
+        (op, target) for op in ("addmm", "convolution", "relu", "t", "view")
+        for target in ("mlu:cnml", "mlu:cnnl"))
+    assert audit["recommended_bound"].notna().all()
 
 
 def test_a_planted_wrong_kernel_is_caught_on_the_captured_op(pytester, small_cases):
