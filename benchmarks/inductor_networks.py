@@ -1,6 +1,6 @@
 """Per network on ``cpu:inductor``: compile time, and run time compiled against eager.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/inductor_networks.py [--cold] [--repeat N] [--only NAME ...]
+    PYTHONPATH=. .venv/bin/python benchmarks/inductor_networks.py [--cold] [--repeat N] [--threads N] [--only NAME ...]
 
 The networks of ``suites/networks`` in their default-selection size (small inputs), float32, as
 the suite builds them (seeded weights, eval mode), under ``torch.no_grad()``. For each: the
@@ -34,7 +34,11 @@ def main() -> None:
     parser.add_argument("--cold", action="store_true", help="compile in a fresh Inductor cache directory")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", nargs="*", default=None, metavar="NAME", help="networks to measure")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads (default: torch's); 1 is steadier on a shared machine")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.cold:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="inductor-cache-")
     chosen = [net for net in NETWORKS if net.default != () and (args.only is None or net.name in args.only)]
