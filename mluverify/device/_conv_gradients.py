@@ -1,10 +1,10 @@
 """The convolution backward's two products, computed as the forward convolution is.
 
 ``InputGradient`` (grad_output x weight) and ``WeightGradient`` (input x grad_output) are
-``contractions.Product``s: ``contractions.device_product`` quantizes their operands on MLU270
-(matmul precision int8 / int16 / int31) and multiplies the integer values, or rounds them to
-TF32 on MLU370 and splits the reduced dimension across the cores; where the device multiplies
-like the CPU (MLU270 ``float``, an operand holding Inf / NaN) the CPU's float32 product runs.
+``contractions.Product``s computed by ``contractions.device_result`` as every product of the
+matmul class: quantized operands on MLU270 (matmul precision int8 / int16 / int31), TF32
+operands split across the cores on MLU370, the CPU's float32 product where the device multiplies
+like the CPU (MLU270 ``float``, an operand holding Inf / NaN).
 The reduced dimension is the output channels of a group for the input gradient and the batch
 for the weight gradient. Used by ``mluverify.plugins.mlu_backward_kernels``.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mluverify.device.contractions import ConvolutionProduct, Product, device_product
+from mluverify.device.contractions import ConvolutionProduct, Product, ProductCall, device_result
 from mluverify.device.numerics import active_cores, active_settings
 
 _FLOATING = (torch.float16, torch.float32)
@@ -80,7 +80,10 @@ def product_kernel(product: Product, left: torch.Tensor, right: torch.Tensor, ca
     dtype = left.dtype
     if dtype not in _FLOATING:
         return product(left, right)
-    result = device_product(product, left, right, cache_right, active_settings(), active_cores())
-    if result is None:  # the device multiplies like the CPU: float16 widened exactly
-        result = product(*(t.to(torch.float32) for t in (left, right)))
-    return result.to(dtype)
+    call = ProductCall(product, finish=_bare, cpu_op=product, weight=cache_right)
+    return device_result(call, left, right, active_settings(), active_cores()).to(dtype)
+
+
+def _bare(product: torch.Tensor) -> torch.Tensor:
+    """A gradient has no bias: the product is the result."""
+    return product
