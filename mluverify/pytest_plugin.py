@@ -45,9 +45,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--mlu-baseline", default=None, metavar="DIR", help="baseline run to gate against")
     group.addoption("--mlu-gate", action="store_true", help="fail the session on accuracy regressions")
     group.addoption("--mlu-regress-factor", type=float, default=None, metavar="X",
-                    help="a judged metric growing more than X times its baseline fails the gate (1.5)")
+                    help="a judged metric growing more than X times its baseline fails the gate "
+                         "(default: [tool.mluverify] regress_factor)")
     group.addoption("--mlu-noise-floor", type=float, default=None, metavar="V",
-                    help="metric values below V are noise for the regression rule")
+                    help="metric values below V are noise for the regression rule "
+                         "(default: [tool.mluverify] noise_floor)")
     group.addoption("--mlu-dump", choices=("off", "fail"), default="off",
                     help="'fail': dump every failing case (level 1, CPU re-run) into the report dir")
     group.addoption("--mlu-golden", nargs="?", const="all", default="marked", choices=("all", "marked", "off"),
@@ -68,8 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = _with_options(load_settings(config.rootpath / "pyproject.toml"), config)
         session = _new_session(config, settings)
-        for target in _requested_targets(config, settings):
-            session.resolve(target)
+        _check_targets(config, session, settings)
     except MluverifyError as exc:
         raise pytest.UsageError(f"mluverify: {exc}") from None
     config.stash[settings_key] = settings
@@ -78,13 +79,42 @@ def pytest_configure(config: pytest.Config) -> None:
     _register_run(config, session, settings)
 
 
+def _check_targets(config: pytest.Config, session: Session, settings: Settings) -> None:
+    """Every requested target must be known at start-up, unless a conftest.py that pytest has
+    not loaded yet (below the test paths) may add its back end: then the tests collected next
+    to it resolve it, and the others say it is unknown (``_target_params``)."""
+    for target in _requested_targets(config, settings):
+        try:
+            session.resolve(target)
+        except MluverifyError:
+            if not _conftests_to_come(config):
+                raise
+
+
+def _conftests_to_come(config: pytest.Config) -> bool:
+    """Whether a conftest.py that pytest has not loaded lies below the test paths (in the
+    directories pytest recurses into)."""
+    import fnmatch
+    import os
+
+    loaded = {getattr(plugin, "__file__", None) for plugin in config.pluginmanager.get_plugins()}
+    skipped = config.getini("norecursedirs")
+    for arg in config.args:
+        for directory, subdirs, files in os.walk(config.invocation_params.dir / arg.split("::", 1)[0]):
+            subdirs[:] = [d for d in subdirs if not any(fnmatch.fnmatch(d, pattern) for pattern in skipped)]
+            if "conftest.py" in files and os.path.join(directory, "conftest.py") not in loaded:
+                return True
+    return False
+
+
 def _register_run(config: pytest.Config, session: Session, settings: Settings) -> None:
     """The run's report directory and reproducers (``mluverify.pytest_run``), in pytest and in
     mluverify's plugin manager (it observes records)."""
     from mluverify.plugin_manager import register
     from mluverify.report.rundir import RunDirectory
 
-    run = PytestRun(config, session, RunDirectory(report_dir(config, settings)))
+    run = PytestRun(config, session, RunDirectory(report_dir(config, settings)),
+                    targets=_requested_targets(config, settings))
     config.pluginmanager.register(run, "mluverify-run")
     register(session.pm, run)
 
@@ -139,7 +169,10 @@ class _PluginForwarder:
         from mluverify.plugin_manager import register
 
         if _mluverify_plugins([plugin]):
-            register(self.session.pm, plugin)
+            try:
+                register(self.session.pm, plugin)
+            except MluverifyError as exc:  # a conftest.py found while collecting: its error, alone
+                raise pytest.Collector.CollectError(f"mluverify: {exc}") from None
 
 
 def _requested_targets(config: pytest.Config, settings: Settings) -> list[str]:
@@ -169,7 +202,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def _target_params(session: Session, text: str, core_versions: tuple[str, ...]) -> list:
     """One param ``(target, core version)`` per device variant the target runs on: its back
     end's variants among ``core_versions``, or ``""`` for a back end without variants."""
-    target, backend = session.resolve(text)
+    try:
+        target, backend = session.resolve(text)
+    except MluverifyError as exc:  # no conftest.py collected so far added it (_check_targets)
+        raise pytest.Collector.CollectError(f"mluverify: {exc}") from None
     reason = backend.unavailable_reason()
     marks = [pytest.mark.skip(reason=f"target {target} unavailable: {reason}")] if reason else []
     variants = backend.variants_for(core_versions)

@@ -3,10 +3,11 @@
 Registered by ``mluverify.pytest_plugin`` in every process of a run (``pytest_configure``):
 
 - the controller claims the directory (``mluverify.report.rundir``) when it knows the run
-  verifies something: after collection, if a collected test uses ``verify`` (or at session
-  start under pytest-xdist, whose workers need the path before they collect). ``--help``,
-  ``--collect-only``, start-up errors and runs that collect no verifying test never touch it;
-- workers are handed the staging directory and the run id (``workerinput``);
+  verifies something: after collection, if a collected test uses ``verify`` (under
+  pytest-xdist: if a collected test id names a requested target, before any test is
+  scheduled). ``--help``, ``--collect-only``, start-up errors and runs that collect no
+  verifying test never touch it;
+- workers are handed the staging directory (it is known before the claim) and the run id;
 - at the end, a run that recorded comparisons is merged, reported, gated and swapped in; one
   that recorded none leaves the directory as it was;
 - a failing test's report gets a section with the reproducers of its failing cases.
@@ -44,10 +45,12 @@ def missing_paths(args: list[str], base: Path) -> list[str]:
 class PytestRun:
     """The report directory and records of one pytest run (an instance per process)."""
 
-    def __init__(self, config: pytest.Config, session: Session, directory: RunDirectory) -> None:
+    def __init__(self, config: pytest.Config, session: Session, directory: RunDirectory,
+                 targets: list[str]) -> None:
         self.config = config
         self.session = session
         self.directory = directory
+        self.targets = set(targets)  # the requested targets (how a verifying test's id reads)
         self.claimed = False
         self.selected: list[str] | None = None  # the tests this run kept after collection
         self.deselected = 0  # how many it dropped (-k, -m, --deselect, pytest-split, ...)
@@ -61,14 +64,11 @@ class PytestRun:
         if is_worker(self.config):
             return
         self._check_baseline()
-        if not self.config.pluginmanager.has_plugin("dsession"):
-            return
         # xdist: only workers collect, and a missing path would be a worker's error that ends
-        # the run with no test and no word why; and they need the directory before they collect.
+        # the run with no test and no word why
         missing = missing_paths(self.config.args, self.config.invocation_params.dir)
-        if missing:
+        if missing and self.config.pluginmanager.has_plugin("dsession"):
             raise pytest.UsageError(f"file or directory not found: {', '.join(missing)}")
-        self._claim()
 
     def _check_baseline(self) -> None:
         """A missing or unreadable ``--mlu-baseline`` stops the run before its tests, not after."""
@@ -102,9 +102,14 @@ class PytestRun:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        """pytest-xdist: every worker collects (and deselects) alike; keep one worker's ids."""
-        if self.selected is None:
-            self.selected = list(ids)
+        """pytest-xdist: every worker collects (and deselects) alike; the first one's ids say,
+        before any test is scheduled, whether the run verifies something (the controller sees no
+        items, only ids: a verifying test's id names its target, ``test_x[mlu:cnnl-float16]``)."""
+        if self.selected is not None:
+            return
+        self.selected = list(ids)
+        if any(self.targets & set(test_id.partition("[")[2].rstrip("]").split("-")) for test_id in ids):
+            self._claim()  # a UsageError here stops the run before scheduling; xdist stops its workers
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -190,15 +195,12 @@ class PytestRun:
         return self.selected if self.deselected else None
 
     def _keep_run_facts(self, staging: Path, interrupted: bool) -> None:
-        """How many tests were collected, which were selected when some were left out (for the
-        gate, also after a merge of slices), and whether the run was interrupted (its records
-        are reported, but it is no baseline)."""
+        """Which tests were selected when some were left out (for the gate), and whether the run
+        was interrupted (its records are reported, but it is no baseline)."""
         from mluverify.report.records import read_metadata, write_metadata, write_selected
 
-        facts = {"tests_collected": len(self.selected or ()) + self.deselected}
         if interrupted:
-            facts["interrupted"] = True
-        write_metadata(staging, {**read_metadata(staging), **facts})
+            write_metadata(staging, {**read_metadata(staging), "interrupted": True})
         if self._partial_selection() is not None:
             write_selected(staging, self.selected)
 
