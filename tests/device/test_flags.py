@@ -117,3 +117,51 @@ def test_cnq_and_default_mappings_aliases():
             default_mappings.NO_SUCH_MAPPING
     finally:
         compat.uninstall()
+
+
+class _Recurrent(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(4, 5, batch_first=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
+def _fused_ops(summary) -> set[str]:
+    return {op for group in summary.groups for op in group.ops}
+
+
+def test_mlufusion_off_shows_the_lstm_s_cell_ops_in_the_fusion_summary(lstm_fusion_restored):
+    import mluverify.device as md
+
+    torch.manual_seed(0)
+    model = _Recurrent().eval().to("mlu")
+    x = torch.randn(2, 3, 4).to("mlu")
+    with torch.no_grad():
+        fused = md.fuse(model, (x,))
+        fused(x)
+        on = md.fusion_summary(fused)
+        torch.backends.mlufusion.set_flags(False)
+        fused(x)
+        off = md.fusion_summary(fused)
+    recurrent_on = {op for op in _fused_ops(on) | {f.op for f in on.fallbacks} if "lstm" in op}
+    assert recurrent_on, "on: the LSTM is one op"
+    assert not any("lstm" in op for op in _fused_ops(off) | {f.op for f in off.fallbacks})
+    assert {"aten::sigmoid", "aten::tanh"} <= _fused_ops(off), "off: the cell's ops are in the program"
+
+
+def test_disable_mlu_fusion_runs_fused_calls_layer_by_layer_with_the_reason(monkeypatch):
+    import mluverify.device as md
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval().to("mlu")
+    x = torch.randn(2, 4).to("mlu")
+    monkeypatch.setenv("DISABLE_MLU_FUSION", "1")
+    with torch.no_grad():
+        fused = md.fuse(model, (x,))
+        out = fused(x)
+        expected = model(x)
+    summary = md.fusion_summary(fused)
+    assert summary.groups == () and summary.executed_as == "layer-by-layer"
+    assert summary.not_fused_reason == settings.SEGMENTATION_DISABLED
+    assert torch.equal(out.cpu(), expected.cpu())
