@@ -80,10 +80,7 @@ def verify_gradients(session: Session, fn: Callable, args: tuple, kwargs: Mappin
     outcomes = []
     for leaf in _leaves(probe.leaf_names(args, kwargs), as_reference_dtype(execution.output, case.dtype),
                         expected, golden.output):
-        verdict = compare(leaf.actual, leaf.expected, tolerance=judged_tolerance, dtype=case.dtype,
-                          extra_metrics=session.extra_metrics, golden=leaf.golden, golden_rules=session.settings.golden,
-                          expect_non_finite=checks.expect_non_finite)
-        verdict = replace(verdict, leaf=leaf.name + verdict.leaf)
+        verdict = _judged(session, leaf, judged_tolerance, case, checks)
         status, why = _status(leaf.kind, verdict, case, execution, waiver)
         record = make_record(session.run_id, case, verdict, execution, duration_s, status=status,
                              why="; ".join(filter(None, (why, note))))
@@ -91,6 +88,14 @@ def verify_gradients(session: Session, fn: Callable, args: tuple, kwargs: Mappin
         session.write(record)
         outcomes.append(Outcome(verdict, record, status, why, waiver))
     return min(outcomes, key=lambda outcome: statuses.STATUSES.index(outcome.status))
+
+
+def _judged(session: Session, leaf: Leaf, tolerance: Tolerance, case: Case, checks: Checks):
+    """The leaf's verdict, named after the leaf (``conv1.weight.grad``, ``output[0]``)."""
+    verdict = compare(leaf.actual, leaf.expected, tolerance=tolerance, dtype=case.dtype,
+                      extra_metrics=session.extra_metrics, golden=leaf.golden, golden_rules=session.settings.golden,
+                      expect_non_finite=checks.expect_non_finite)
+    return replace(verdict, leaf=leaf.name + verdict.leaf)
 
 
 def _tolerance_and_golden(session: Session, probe, args: tuple, kwargs: Mapping[str, Any], case: Case,

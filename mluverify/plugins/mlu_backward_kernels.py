@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 
     from mluverify.device.kernels import KernelRegistry
 
-ELEMENTWISE_BACKWARD = (
+# Training ops by numerics class (docs/training.md): activation / dropout backward, the
+# masked_fill / bitwise_not of cross_entropy's label smoothing, the optimizers' updates ...
+ELEMENTWISE_OPS = (
     "threshold_backward", "hardtanh_backward", "leaky_relu_backward", "sigmoid_backward",
     "tanh_backward", "gelu_backward", "elu_backward", "native_dropout_backward",
     "masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Tensor", "masked_fill_.Tensor", "bitwise_not",
@@ -41,7 +43,8 @@ ELEMENTWISE_BACKWARD = (
     "lerp.Scalar", "lerp_.Scalar", "lerp.Tensor", "lerp_.Tensor", "addcmul", "addcmul_", "addcdiv", "addcdiv_",
 )
 
-ACCUMULATING_BACKWARD = (
+# ... pooling / norm / embedding / upsampling backward, and nll_loss (so cross_entropy) both ways.
+ACCUMULATING_OPS = (
     "max_pool2d_with_indices_backward", "max_pool3d_with_indices_backward", "adaptive_max_pool2d_backward",
     "avg_pool2d_backward", "avg_pool3d_backward", "_adaptive_avg_pool2d_backward",
     "_adaptive_avg_pool3d_backward",
@@ -124,9 +127,9 @@ def bernoulli_(self, p=0.5, *, generator=None):
 def mluverify_device_kernels(registry: KernelRegistry) -> None:
     from mluverify.device import cnnl_ops
 
-    for name in ELEMENTWISE_BACKWARD:
+    for name in ELEMENTWISE_OPS:
         registry.register(f"aten::{name}", cnnl_ops.elementwise(_overload(name)))
-    for name in ACCUMULATING_BACKWARD:
+    for name in ACCUMULATING_OPS:
         registry.register(f"aten::{name}", cnnl_ops.accumulating(_overload(name)))
     for name in SOFTMAX_BACKWARD:
         registry.register(f"aten::{name}", softmax_backward(cnnl_ops.accumulating(_overload(name))))

@@ -253,7 +253,7 @@ def test_convolution_bias_gradient_is_a_sum_of_the_unrounded_gradient():
 def test_no_registered_kernel_hides_a_composite_op_from_autograd():
     """A device kernel for a CompositeImplicitAutograd op would replace its decomposition, and
     with it its gradient (torch then backpropagates nothing through it)."""
-    names = [f"aten::{n}" for n in (*plugin.ELEMENTWISE_BACKWARD, *plugin.ACCUMULATING_BACKWARD,
+    names = [f"aten::{n}" for n in (*plugin.ELEMENTWISE_OPS, *plugin.ACCUMULATING_OPS,
                                       *plugin.SOFTMAX_BACKWARD, "convolution_backward_overrideable",
                                       "native_dropout", "bernoulli_.float")]
     composite = [n for n in names if torch._C._dispatch_has_kernel_for_dispatch_key(n, "CompositeImplicitAutograd")]
