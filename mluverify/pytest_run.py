@@ -182,8 +182,9 @@ class PytestRun:
                               baseline=Path(baseline) if baseline else None, gate=gate,
                               terminal_write=self._write_line, selected=self._partial_selection(),
                               publish=self.directory.publish)
-        except MluverifyError as exc:
-            self._write_line(f"mluverify: reports failed: {exc}")
+        except Exception as exc:  # named errors, and bugs in a report: the records come first
+            what = str(exc) if isinstance(exc, MluverifyError) else f"{type(exc).__name__}: {exc}"
+            self._write_line(f"mluverify: reports failed: {what}")
             self._write_line(f"mluverify: every record written is kept in {staging}; "
                              f"`mluverify report {staging}` writes its report")
             return 1

@@ -150,7 +150,8 @@ def change_png(groups: "pd.DataFrame", baseline: str) -> bytes:
         row_of = {op: row for row, op in enumerate(ops)}
         for index, target in enumerate(targets):
             mine = drawn[drawn["target"] == target]
-            axes.scatter(mine["max_ratio"], mine["op"].map(row_of) + (index - (len(targets) - 1) / 2) * 0.15,
+            rows = mine["op"].map(row_of).astype(float)  # float also when no group of it is drawn
+            axes.scatter(mine["max_ratio"], rows + (index - (len(targets) - 1) / 2) * 0.15,
                          s=24, color=f"C{index % 10}", label=target)
         axes.axvline(1.0, color="0.3", linestyle="--", linewidth=1.0)
         axes.set_xscale("log")
