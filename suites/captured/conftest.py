@@ -4,6 +4,8 @@ mluverify's ``--mlu-cases`` collector wherever a cases file is met), replayed on
 Selection:
 
 - full-size ResNet50 and VGG19 (``HEAVY``) are ``mlu_heavy``: they run with ``--mlu-heavy``;
+- so are layout ops (``LAYOUT_OPS``: views, copies) on ``mlu:cnml``: fused alone they are a
+  program that moves bytes, and each costs a capture and a build; ``mlu:cnnl`` replays them;
 - on ``mlu:cnml`` only the ops its fused engine accepts (``mluverify_fusible_ops``; an in-place
   op by its out-of-place form) are replayed: the engine runs every other op layer by layer,
   as ``mlu:cnnl`` does, which replays them all. The others are skipped with that reason.
@@ -15,6 +17,9 @@ import pytest
 from mluverify.pytest_cases import CapturedCaseItem
 
 HEAVY = ("resnet50", "vgg19")
+LAYOUT_OPS = frozenset({"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand",
+                        "clone", "contiguous", "split", "select", "slice", "unsqueeze", "squeeze",
+                        "flatten"})
 FUSED_TARGET = "mlu:cnml"
 
 
@@ -40,6 +45,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.case.model in HEAVY:
             item.add_marker(pytest.mark.mlu_heavy)
         if str(item.mlu_target) == FUSED_TARGET:
+            if item.case.op_name.split(".")[0] in LAYOUT_OPS:
+                item.add_marker(pytest.mark.mlu_heavy)
             fusible = _fusible_ops() if fusible is None else fusible
             if _out_of_place(item.case.op) not in fusible:
                 item.add_marker(pytest.mark.skip(
