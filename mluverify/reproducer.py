@@ -33,8 +33,7 @@ def add_options(group: Any) -> None:
 def reproducer_command(config: Any, nodeid: str, target: object, core_version: str, report_dir: Path) -> str:
     """The shell command re-running the case of test ``nodeid`` on ``target`` (and device
     variant ``core_version``) alone, with the run's options that change how cases run."""
-    plugins = [part for name in config.getoption("plugins", None) or [] if name != "mluverify"
-               for part in ("-p", name)]
+    plugins = [part for name in _command_line_plugins(config) for part in ("-p", name)]
     # ``python -m pytest``: like the run, it finds ``-p`` plugins and conftests of the current
     # directory (the ``pytest`` script does not put it on sys.path)
     argv = ["python", "-m", "pytest", "-p", "mluverify", *plugins, nodeid, f"--mlu-target={target}"]
@@ -48,6 +47,15 @@ def reproducer_command(config: Any, nodeid: str, target: object, core_version: s
         argv.append(f"--mlu-reproduce-failure={example}")
     argv.append(f"--mlu-report={_repro_dir(report_dir, config.rootpath)}")
     return shlex.join(argv)
+
+
+def _command_line_plugins(config: Any) -> list[str]:
+    """The ``-p`` plugins of the run, once each, less mluverify and those the ini file's
+    ``addopts`` gives again anyway."""
+    ini = config.getini("addopts")
+    from_ini = {ini[i + 1] for i, arg in enumerate(ini[:-1]) if arg == "-p"}
+    names = [name for name in config.getoption("plugins", None) or [] if name not in from_ini | {"mluverify"}]
+    return list(dict.fromkeys(names))
 
 
 def _case_options(options: dict[str, Any]) -> list[str]:

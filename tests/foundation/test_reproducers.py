@@ -102,3 +102,11 @@ def test_a_hypothesis_cases_reproducer_replays_exactly_its_example(pytester):
     rerun = recorded(pytester.path / "run.repro")
     assert len(rerun) == 1  # that example alone, not a new search
     assert rerun["value"].iloc[0] == case["value"] and rerun["status"].iloc[0] == "failed"
+
+
+def test_plugins_the_ini_file_gives_again_are_not_repeated(pytester):
+    from mluverify.reproducer import _command_line_plugins
+
+    pytester.makeini("[pytest]\naddopts = -p pytester\n")
+    config = pytester.parseconfig("-p", "no:cacheprovider", "-p", "mluverify", "-p", "no:cacheprovider")
+    assert _command_line_plugins(config) == ["no:cacheprovider"]
