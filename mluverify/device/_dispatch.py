@@ -168,15 +168,19 @@ class OpRunner:
         index, name, kwarg_only = target
         return kwargs.get(name) if kwarg_only or index >= len(args) else args[index]
 
-    def written_buffers(self, args: tuple, kwargs: dict) -> list:
-        """The device buffers the op writes in place (not its fresh results)."""
+    def _written_tensors(self, args: tuple, kwargs: dict, with_out: bool = True) -> list[torch.Tensor]:
+        """The tensors the op writes in place (``out=`` arguments only ``with_out``)."""
         written = []
         for target in self._writes:
-            value = self._argument(target, args, kwargs)
-            for tensor in value if isinstance(value, (list, tuple)) else (value,):
-                if isinstance(tensor, torch.Tensor) and tensor.device.type == DEVICE_TYPE:
-                    written.append(buffer_of(tensor))
+            if with_out or target[1] not in self._out_names:
+                value = self._argument(target, args, kwargs)
+                written += [t for t in (value if isinstance(value, (list, tuple)) else (value,))
+                            if isinstance(t, torch.Tensor)]
         return written
+
+    def written_buffers(self, args: tuple, kwargs: dict) -> list:
+        """The device buffers the op writes in place (not its fresh results)."""
+        return [buffer_of(t) for t in self._written_tensors(args, kwargs) if t.device.type == DEVICE_TYPE]
 
     # -- running -----------------------------------------------------------------------------
     def execute(self, kernel: Callable | None, args: tuple, kwargs: dict, why_cpu: str) -> Any:
@@ -204,7 +208,7 @@ class OpRunner:
             return self.op(*call.args, **call.kwargs)
         if _fallback.active_rule() != _fallback.SEED:
             return kernel(*call.args, **call.kwargs)
-        written = self._written_aliases(call)
+        written = self._written_tensors(call.args, call.kwargs, with_out=False)
         saved = [t.clone() for t in written]
         try:
             return kernel(*call.args, **call.kwargs)
@@ -213,15 +217,6 @@ class OpRunner:
                 target.copy_(before)
             _fallback.record(self.name, f"kernel failed: {type(exc).__name__}: {exc}")
             return self.op(*call.args, **call.kwargs)
-
-    def _written_aliases(self, call: Call) -> list[torch.Tensor]:
-        written = []
-        for target in self._writes:
-            value = self._argument(target, call.args, call.kwargs)
-            if target[1] not in self._out_names:
-                written += [t for t in (value if isinstance(value, (list, tuple)) else (value,))
-                            if isinstance(t, torch.Tensor)]
-        return written
 
     # -- results -----------------------------------------------------------------------------
     def wrap(self, result: Any, args: tuple, kwargs: dict, call: Call) -> Any:
