@@ -3,8 +3,19 @@
 ``ci`` (the default) is deterministic and bounded; ``audit`` draws many examples and lets
 ``hypothesis.target`` steer towards the worst judged metric. Choose with
 ``--hypothesis-profile=audit``.
+
+Examples must be the same in every run, or the gate would compare different inputs under one
+case id. Hypothesis (this release: constraints.txt) also draws constants mined from every
+*local* module imported so far (``providers._get_local_constants``); which modules are imported
+when a test draws depends on the tests that ran before it in the process (pytest-xdist's
+scheduling) and on the project's source itself. The pool of mined constants is kept empty, so a
+derandomized example depends only on its test.
 """
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.internal.conjecture import providers
+
+_NO_LOCAL_CONSTANTS = providers.Constants()
+providers._get_local_constants = lambda: _NO_LOCAL_CONSTANTS
 
 # verify is function-scoped but stateless between examples, so reusing it is safe.
 _SUPPRESSED = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large]
