@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,10 +219,12 @@ class _Recorder:
         for label, tensor in zip(labels, tensors):
             row = {"arg": label, "dtype": str(tensor.dtype).removeprefix("torch."),
                    "shape": list(tensor.shape), "stride": list(tensor.stride())}
+            stored = self._store(tensor) if keep and tensor.numel() else None
+            keep = keep and (stored is not None or not tensor.numel())  # a failed write: no more
             if tensor.numel() == 0:
                 row["source"] = "empty"
-            elif keep:
-                row.update(source="values", **self._store(tensor))
+            elif stored is not None:
+                row.update(source="values", **stored)
             else:
                 row.update(source="recipe", **recipe(tensor))
             rows.append(row)
@@ -233,10 +236,19 @@ class _Recorder:
             return None
         return written
 
-    def _store(self, tensor: torch.Tensor) -> dict[str, int]:
+    def _store(self, tensor: torch.Tensor) -> dict[str, int] | None:
+        """Where ``tensor``'s values are in the sidecar (written now unless they already are);
+        None when the write fails (a full disk): the capture keeps recipes from then on."""
         written = self._known(tensor)
         if written is None:
-            offset, nbytes = self._writer.append_exact(_to_numpy(host_view(tensor)))
+            try:
+                offset, nbytes = self._writer.append_exact(_to_numpy(host_view(tensor)))
+            except OSError as exc:
+                self._writer.max_bytes = 0  # no room any more
+                warnings.warn(f"mluverify capture: could not write input values to "
+                              f"{self._writer.root} ({exc}); the cases from here on keep recipes",
+                              RuntimeWarning, stacklevel=2)
+                return None
             key = id(tensor)
             written = _Written(weakref.ref(tensor, lambda _: self._written.pop(key, None)),
                                _version(tensor), offset, nbytes)

@@ -61,5 +61,10 @@ class DumpWriter:
 
     def close(self) -> None:
         if self._sidecar is not None:
-            self._sidecar.close()
-            self._sidecar = None
+            sidecar, self._sidecar = self._sidecar, None
+            try:
+                sidecar.close()
+            except OSError:
+                # Every append is flushed: only bytes a failed append left in the buffer remain,
+                # and that failure was already reported to the caller.
+                pass

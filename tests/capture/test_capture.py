@@ -1,6 +1,12 @@
 """capture(): unique cases and counts of a small model (small_model.py: run twice under
 no_grad), inputs kept or as recipes, backward, a program that raises."""
+import json
 import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -169,3 +175,38 @@ def test_rows_read_back_as_a_table(tmp_path):
     _, _, c = captured(tmp_path)
     table = pd.read_parquet(c.path / CASES_FILE)
     assert list(table["count"]) == [count for _, count, _ in EXPECTED]
+
+
+def test_a_full_disk_turns_the_rest_into_recipes_and_leaves_the_result_alone(tmp_path):
+    # RLIMIT_FSIZE makes the kernel refuse writes past 64 KiB (EFBIG), as a full disk would;
+    # the network's 8 convolutions (each its own case) have weights of about 36 KiB.
+    code = f"""
+    import json, resource, signal, warnings
+    import torch
+    from mluverify.dump import capture, read_cases
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(*[torch.nn.Conv2d(32 + i, 33 + i, 3, padding=1)
+                                for i in range(8)]).eval()
+    x = torch.randn(1, 32, 4, 4)
+    with torch.no_grad():
+        expected = net(x)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, resource.RLIM_INFINITY))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.no_grad(), capture({str(tmp_path / 'cases')!r}, max_bytes=None) as c:
+            out = net(x)
+    _, rows = read_cases(c.path)
+    print(json.dumps({{"same": torch.equal(out, expected),
+                      "warnings": [str(w.message) for w in caught],
+                      "sources": [[t["source"] for t in row["tensors"]] for row in rows]}}))
+    """
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2])))
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["same"]
+    assert len(report["warnings"]) == 1 and "could not write input values" in report["warnings"][0]
+    sources = report["sources"]
+    assert len(sources) == 8 and sources[0] == ["values"] * 3 and sources[-1] == ["recipe"] * 3
