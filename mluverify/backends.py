@@ -59,6 +59,12 @@ class Backend(abc.ABC):
     variants: tuple[str, ...] = ()
 
     def unavailable_reason(self) -> str | None:
+        """Why this back end cannot run here (no such device, ...), or None."""
+        return None
+
+    def mode_unavailable_reason(self, mode: str) -> str | None:
+        """Why one of its modes cannot run here although the back end can (e.g. a compiler's
+        missing dependency), or None."""
         return None
 
     def variants_for(self, requested: tuple[str, ...] | list[str]) -> tuple[str, ...]:

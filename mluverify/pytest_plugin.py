@@ -206,7 +206,7 @@ def _target_params(session: Session, text: str, core_versions: tuple[str, ...]) 
         target, backend = session.resolve(text)
     except MluverifyError as exc:  # no conftest.py collected so far added it (_check_targets)
         raise pytest.Collector.CollectError(f"mluverify: {exc}") from None
-    reason = backend.unavailable_reason()
+    reason = backend.unavailable_reason() or backend.mode_unavailable_reason(target.mode)
     marks = [pytest.mark.skip(reason=f"target {target} unavailable: {reason}")] if reason else []
     variants = backend.variants_for(core_versions)
     if not variants:

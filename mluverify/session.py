@@ -123,7 +123,8 @@ class Session:
             self.write(make_record(self.run_id, case, None, Execution(None), time.perf_counter() - started,
                                    status=statuses.ERRORED, why=_one_line(exc), error=_one_line(exc)))
             raise
-        duration_s = time.perf_counter() - started
+        # compiling is recorded apart (compile_s), so duration_s compares with eager targets
+        duration_s = time.perf_counter() - started - (execution.info.get("compile_s") or 0.0)
         if self.dump_failures and not verdict.passed:
             dumped = self._dump(backend, fn, device_args, kwargs, case)
             case = replace(case, reproducer=f"{case.reproducer}; dump: {dumped}")

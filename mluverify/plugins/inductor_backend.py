@@ -174,6 +174,15 @@ def compile_fresh(fn: Callable, options: Mapping[str, Any] | None = None) -> Cal
     return torch.compile(fn, backend="inductor", options=dict(options) if options else None, dynamic=False)
 
 
+def triton_missing() -> str | None:
+    """Why TorchInductor cannot compile for a GPU here (it generates triton kernels), or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is None:
+        return "TorchInductor on cuda generates triton kernels, and triton is not installed"
+    return None
+
+
 @dataclass(frozen=True)
 class InductorRunner:
     """A mode that compiles each case with TorchInductor.
@@ -207,4 +216,4 @@ def mluverify_add_backends(registry: BackendRegistry) -> None:
                                     requirement=cpp_compiler_missing))
     cuda = registry.get("cuda") if "cuda" in registry else None
     if isinstance(cuda, TorchDeviceBackend):
-        cuda.add_mode("inductor", POLICY, with_fp32_precision("ieee", InductorRunner()))
+        cuda.add_mode("inductor", POLICY, with_fp32_precision("ieee", InductorRunner()), requirement=triton_missing)

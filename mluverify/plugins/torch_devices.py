@@ -62,7 +62,7 @@ class TorchDeviceBackend(Backend):
     optionally computing in another floating dtype (``compute_dtype``) than the case's.
 
     ``requirement`` says why the back end cannot run here beyond the device being absent
-    (e.g. no C++ compiler for a compiler back end).
+    (e.g. no C++ compiler for a compiler back end); a mode may add its own (``add_mode``).
     """
 
     def __init__(self, name: str, device: str, *, compute_dtype: str | None = None,
@@ -73,14 +73,22 @@ class TorchDeviceBackend(Backend):
         self.compute_dtype = compute_dtype
         self.runners = dict(runners) if runners is not None else {"eager": ("cnnl", run_eager)}
         self.requirement = requirement
+        self.mode_requirements: dict[str, Requirement] = {}
 
     @property
     def modes(self) -> dict[str, str]:
         return {mode: policy for mode, (policy, _) in self.runners.items()}
 
-    def add_mode(self, mode: str, policy: str, runner: Runner) -> None:
-        """Add (or replace) an execution mode judged by tolerance policy ``policy``."""
+    def add_mode(self, mode: str, policy: str, runner: Runner, requirement: Requirement | None = None) -> None:
+        """Add (or replace) an execution mode judged by tolerance policy ``policy``;
+        ``requirement`` says why the mode cannot run here (None when it can)."""
         self.runners[mode] = (policy, runner)
+        if requirement is not None:
+            self.mode_requirements[mode] = requirement
+
+    def mode_unavailable_reason(self, mode: str) -> str | None:
+        requirement = self.mode_requirements.get(mode)
+        return requirement() if requirement is not None else None
 
     def unavailable_reason(self) -> str | None:
         import torch

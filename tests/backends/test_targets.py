@@ -40,6 +40,23 @@ def test_cuda_targets_say_there_is_no_gpu(registry, target):
     assert registry.resolve(target)[1].unavailable_reason() == "torch.cuda.is_available() is False on this machine"
 
 
+def test_a_mode_can_be_unavailable_on_its_own(monkeypatch):
+    import importlib.util
+
+    from mluverify.plugins.inductor_backend import triton_missing
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "triton" else real_find_spec(name, *args))
+    assert triton_missing() == "TorchInductor on cuda generates triton kernels, and triton is not installed"
+    backend = TorchDeviceBackend("gpu", "cpu", runners={})
+    backend.add_mode("inductor", "cnml", lambda *args: None, requirement=triton_missing)
+    backend.add_mode("eager", "cnnl", lambda *args: None)
+    assert backend.unavailable_reason() is None
+    assert backend.mode_unavailable_reason("inductor").endswith("triton is not installed")
+    assert backend.mode_unavailable_reason("eager") is None
+
+
 def test_cpu_inductor_runs_here_with_the_images_compiler(registry):
     assert registry.resolve("cpu:inductor")[1].unavailable_reason() is None
 
