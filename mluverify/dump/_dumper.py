@@ -22,7 +22,7 @@ from mluverify.dump._format import (
     Node, NumbersNode, OptionalNode, OtherNode, ScalarNode, SequenceNode, render,
 )
 from mluverify.dump._fused import kernel_available
-from mluverify.dump._index import IndexJournal, write_meta
+from mluverify.dump._index import IndexJournal, meta_file
 from mluverify.dump._layout import (
     OpInfo, OpTree, bind_arguments, call_name, create_dump_dir, op_info, resolve_dump_dir,
 )
@@ -115,8 +115,7 @@ class Dumper:
         if self.settings.level >= 1:
             kernel_available()  # a first build (seconds) happens here, not inside the ops
         self.path = resolve_dump_dir(self.settings.dump_dir)
-        create_dump_dir(self.path)
-        write_meta(self.path, asdict(self.settings))
+        create_dump_dir(self.path, first_file=meta_file(asdict(self.settings)))
         self._session = _DumpSession(self.settings, self.path)
         self._modes = contextlib.ExitStack()
         self._modes.enter_context(_CallMode(self._session.tree))

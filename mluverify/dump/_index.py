@@ -110,10 +110,10 @@ class _PlainUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"global {module}.{name} is not index data")
 
 
-def write_meta(directory: Path, settings: dict[str, Any]) -> None:
-    """Write ``dump.json``, which marks ``directory`` as a mluverify dump."""
+def meta_file(settings: dict[str, Any]) -> tuple[str, bytes]:
+    """``dump.json``, which marks a directory as a mluverify dump: (name, contents)."""
     meta = {"format": FORMAT, "settings": settings}
-    (directory / META).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    return META, (json.dumps(meta, indent=1) + "\n").encode()
 
 
 def load(dump_dir: str | os.PathLike[str]) -> pd.DataFrame:

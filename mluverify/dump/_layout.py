@@ -32,14 +32,16 @@ def resolve_dump_dir(dump_dir: str | os.PathLike[str]) -> Path:
     return candidate
 
 
-def create_dump_dir(directory: Path, argument: str = "dump_dir") -> None:
-    """Create ``directory``; InvalidArgument naming it (as ``argument``) if it cannot be
-    written."""
+def create_dump_dir(directory: Path, argument: str = "dump_dir",
+                    first_file: tuple[str, bytes] = (".write-probe", b"")) -> None:
+    """Create ``directory`` and write its first file (by default a probe, removed again);
+    InvalidArgument naming the directory (as ``argument``) if it cannot be written."""
+    name, data = first_file
     try:
         directory.mkdir(parents=True)
-        probe = directory / ".write-probe"
-        probe.write_bytes(b"")
-        probe.unlink()
+        (directory / name).write_bytes(data)
+        if name == ".write-probe":
+            (directory / name).unlink()
     except OSError as exc:
         raise InvalidArgument(
             f"{argument} {str(directory)!r} is not writable ({exc.strerror or exc}); "
