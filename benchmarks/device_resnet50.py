@@ -87,8 +87,11 @@ def _quantized(x: torch.Tensor, qmax: int) -> tuple[torch.Tensor, float]:
 def accumulation_error_ratios(model: torch.nn.Module, image: torch.Tensor, settings) -> list[float]:
     """Per conv: RMS(device - exact integer result) / RMS(exact integer result - float64 conv)."""
     inputs = {}
-    hooks = [m.register_forward_hook(lambda m, args, out: inputs.setdefault(m, args[0]))
-             for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+
+    def keep_input(module, args, output) -> None:  # a hook returning a value would replace the output
+        inputs[module] = args[0]
+
+    hooks = [m.register_forward_hook(keep_input) for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
     with torch.no_grad():
         model(image)
     for hook in hooks:

@@ -12,7 +12,8 @@ ratio carries the noise of other processes, the CPU-time ratio much less of it. 
 output's rel_mse against native eager is printed too (MLU270 quantizes the folded convolutions
 to int16 by default; ``--matmul-precision float`` runs them unquantized).
 
-Run: ``PYTHONPATH=. .venv/bin/python benchmarks/fusion_resnet50.py [--repeats N]``.
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/fusion_resnet50.py [--repeats N] [--threads 1]
+[--matmul-precision float]``.
 """
 from __future__ import annotations
 
@@ -65,7 +66,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--matmul-precision", default=None, help="MLU270's conv / matmul precision (default int16)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads (default: torch's); 1 is steadier on a busy machine")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     import torchvision
 

@@ -30,12 +30,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from mluverify.device import _weight_cache
 from mluverify.device.kernels import active_mode
 from mluverify.device.numerics import (
     QMAX, NumericsSettings, Quantized, active_cores, active_settings, dequantized, quantize, round_mantissa)
-from mluverify.device.reductions import combine_pairwise, split_bounds
+from mluverify.device.reductions import combine_pairwise
 
 _F16, _F32 = torch.float16, torch.float32
 _ONEDNN = torch.backends.mkldnn.is_available()
@@ -44,16 +45,30 @@ aten = torch.ops.aten
 
 
 class Product:
-    """A bilinear product of two operands; ``part`` computes it over a range of the reduced dim."""
+    """A bilinear product of two operands. ``split_right`` and ``partials`` compute it with the
+    reduced dim split into ``cores`` contiguous parts of ``ceil(E / cores)`` (zero-padded: an
+    empty part adds +0), all parts in one call of the CPU's kernel."""
 
     def __call__(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
-    def extent(self, left: torch.Tensor, right: torch.Tensor) -> int:
+    def split_right(self, right: torch.Tensor, cores: int) -> torch.Tensor:
+        """``right`` laid out for ``partials`` (prepared once for a weight)."""
         raise NotImplementedError
 
-    def part(self, left: torch.Tensor, right: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+    def partials(self, left: torch.Tensor, split_right: torch.Tensor, cores: int) -> torch.Tensor:
+        """The float32 product of each part, stacked in a last dim of size ``cores``."""
         raise NotImplementedError
+
+
+def _padded_split(x: torch.Tensor, dim: int, cores: int) -> torch.Tensor:
+    """``x``'s dim ``dim`` zero-padded to a multiple of ``cores`` and split into (cores, part)."""
+    extent = x.shape[dim]
+    size = -(-extent // cores)
+    if size * cores != extent:
+        pad = [0, 0] * (x.dim() - 1 - dim % x.dim()) + [0, size * cores - extent]
+        x = F.pad(x, pad)
+    return x.unflatten(dim, (cores, size))
 
 
 @dataclass(frozen=True)
@@ -63,16 +78,18 @@ class MatrixProduct(Product):
     def __call__(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
         return torch.matmul(left, right)
 
-    def extent(self, left: torch.Tensor, right: torch.Tensor) -> int:
-        return left.shape[-1]
+    def split_right(self, right: torch.Tensor, cores: int) -> torch.Tensor:
+        return _padded_split(right, -2, cores)  # [..., cores, K/cores, N]
 
-    def part(self, left: torch.Tensor, right: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-        return torch.matmul(left[..., start:stop], right[..., start:stop, :])
+    def partials(self, left: torch.Tensor, split_right: torch.Tensor, cores: int) -> torch.Tensor:
+        parts = _padded_split(left, -1, cores).movedim(-2, -3)  # [..., cores, M, K/cores]
+        return torch.matmul(parts, split_right).movedim(-3, -1)
 
 
 @dataclass(frozen=True)
 class ConvolutionProduct(Product):
-    """``aten.convolution`` without bias; the reduced dim is the input channels of a group."""
+    """``aten.convolution`` without bias; the reduced dim is the input channels of a group.
+    Its parts are computed as one convolution with ``cores`` times the groups."""
 
     stride: tuple[int, ...]
     padding: tuple[int, ...]
@@ -81,35 +98,24 @@ class ConvolutionProduct(Product):
     output_padding: tuple[int, ...]
     groups: int
 
-    def __call__(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    def __call__(self, left: torch.Tensor, right: torch.Tensor, groups: int | None = None) -> torch.Tensor:
         return aten.convolution.default(left, right, None, self.stride, self.padding, self.dilation,
-                                        self.transposed, self.output_padding, self.groups)
+                                        self.transposed, self.output_padding, groups or self.groups)
 
-    def extent(self, left: torch.Tensor, right: torch.Tensor) -> int:
-        return left.shape[1] // self.groups
-
-    def part(self, left: torch.Tensor, right: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+    def split_right(self, right: torch.Tensor, cores: int) -> torch.Tensor:
         groups = self.groups
-        left = left.unflatten(1, (groups, -1))[:, :, start:stop].flatten(1, 2)
-        # The weight's input channels: dim 0 of a transposed convolution's weight, else dim 1.
-        if self.transposed:
-            right = right.unflatten(0, (groups, -1))[:, start:stop].flatten(0, 1)
-        else:
-            right = right[:, start:stop]
-        return self(left, right)
+        if self.transposed:  # [C_in, C_out/g, *k]: input channels (g, part, c) in dim 0
+            split = _padded_split(right.unflatten(0, (groups, -1)), 1, cores)
+            return split.flatten(0, 2)
+        # [C_out, C_in/g, *k] -> one group per (g, part): [(g, part, C_out/g), c, *k]
+        split = _padded_split(right.unflatten(0, (groups, -1)), 2, cores)  # [g, C_out/g, cores, c, *k]
+        return split.transpose(1, 2).flatten(0, 2)
 
-
-def split_product(product: Product, left: torch.Tensor, right: torch.Tensor, cores: int) -> torch.Tensor:
-    """The product with its reduced dim split across ``cores``: one float32 product per
-    non-empty part, partials combined pairwise (empty parts add +0)."""
-    if cores == 1:
-        return product(left, right)
-    bounds = [(a, b) for a, b in split_bounds(product.extent(left, right), cores) if b > a]
-    if len(bounds) <= 1:
-        return product(left, right)
-    partials = [product.part(left, right, a, b) for a, b in bounds]
-    partials += [torch.zeros_like(partials[0])] * (cores - len(partials))
-    return combine_pairwise(torch.stack(partials, -1))
+    def partials(self, left: torch.Tensor, split_right: torch.Tensor, cores: int) -> torch.Tensor:
+        groups = self.groups
+        inputs = _padded_split(left.unflatten(1, (groups, -1)), 2, cores).flatten(1, 3)  # channels (g, part, c)
+        out = self(inputs, split_right, groups * cores)  # channels (g, part, C_out/g)
+        return out.unflatten(1, (groups, cores, -1)).movedim(2, -1).flatten(1, 2)
 
 
 def dequantize(accumulator: torch.Tensor, left_scale: float, right_scale: float) -> torch.Tensor:
@@ -168,10 +174,16 @@ def device_result(call: ProductCall, left: torch.Tensor, right: torch.Tensor, se
     bits = settings.profile.matmul_float32_mantissa_bits
     if bits is None:
         return call.cpu_op(_widened(left), _widened(right))
-    if left.dtype == _F32 and right.dtype == _F32:  # float16 values are exact in TF32 already
-        left = round_mantissa(left, bits)
-        right = _prepared(right, ("mantissa", bits), lambda: round_mantissa(right, bits), call.weight)
-    return call.finish(split_product(call.product, _widened(left), _widened(right), cores))
+    def operand(x: torch.Tensor) -> torch.Tensor:  # float16 values are exact in TF32 already
+        return round_mantissa(x, bits) if x.dtype == _F32 else _widened(x)
+
+    product = call.product
+    if cores == 1:
+        right = _prepared(right, ("mantissa", bits), lambda: operand(right), call.weight)
+        return call.finish(product(operand(left), right))
+    split = _prepared(right, ("mantissa", bits, product, cores), lambda: product.split_right(operand(right), cores),
+                      call.weight)
+    return call.finish(combine_pairwise(product.partials(operand(left), split, cores)))
 
 
 def _quantized_result(call: ProductCall, left: torch.Tensor, right: torch.Tensor, qmax: int) -> torch.Tensor | None:
