@@ -6,14 +6,18 @@ measured side by side in one run on the emulated MLU.
 
 Each round times both ways on the same models and inputs (the order alternates between rounds);
 prints the medians, their ratio (target: two queues <= 0.65x of one after the other on 2 cores),
-the machine's load average before and after (other processes share the cores), and checks that
-the queued outputs are bit-identical to the sequential ones.
+the machine's load average before and after, and checks that the queued outputs are
+bit-identical to the sequential ones. Because other processes may share the cores, each round
+also times a control without the emulator: the same two forwards on the CPU in two plain
+threads vs one after the other; its ratio is what the machine allowed that moment (about 0.5x
+with two idle cores, about 1x when they are busy).
 """
 from __future__ import annotations
 
 import argparse
 import os
 import statistics
+import threading
 import time
 
 
@@ -49,24 +53,52 @@ def main() -> None:
             queue.synchronize()
         return [output.cpu() for output in outputs]
 
+    cpu_models = [torchvision.models.resnet50(weights=None).eval() for _ in cards]
+    cpu_images = [image.cpu() for image in images]
+
+    def cpu_sequential() -> None:
+        for model, image in zip(cpu_models, cpu_images):
+            model(image)
+
+    def cpu_threads() -> None:
+        threads = [threading.Thread(target=_one_thread_forward, args=(m, i)) for m, i in zip(cpu_models, cpu_images)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
     load_before = os.getloadavg()
-    times = {"sequential": [], "queues": []}
+    times = {name: [] for name in ("sequential", "queues", "cpu sequential", "cpu threads")}
     with torch.no_grad():
         expected = sequential()  # warm-up: prepared-weight caches, meta kernels
         identical = all(torch.equal(a, b) for a, b in zip(on_queues(), expected))
+        cpu_threads()
         for round_index in range(args.repeats):
-            ways = [("sequential", sequential), ("queues", on_queues)]
+            ways = [("sequential", sequential), ("queues", on_queues),
+                    ("cpu sequential", cpu_sequential), ("cpu threads", cpu_threads)]
             for name, run in ways[:: 1 if round_index % 2 == 0 else -1]:
                 start = time.perf_counter()
                 run()
                 times[name].append(time.perf_counter() - start)
-    sequential_s, queues_s = (statistics.median(times[name]) for name in ("sequential", "queues"))
+    median = {name: statistics.median(values) for name, values in times.items()}
     print(f"{args.repeats} rounds, torch threads {torch.get_num_threads()}, queues on cards {cards}, "
           f"{os.cpu_count()} cores, load average {load_before[0]:.1f} before / {os.getloadavg()[0]:.1f} after")
-    print(f"two forwards one after the other  median {sequential_s * 1e3:8.1f} ms")
-    print(f"two forwards on two queues        median {queues_s * 1e3:8.1f} ms")
-    print(f"ratio queues / one after the other       {queues_s / sequential_s:8.2f}x   (target <= 0.65x)")
+    print(f"mlu: two forwards one after the other  median {median['sequential'] * 1e3:8.1f} ms")
+    print(f"mlu: two forwards on two queues        median {median['queues'] * 1e3:8.1f} ms")
+    print(f"ratio queues / one after the other            {median['queues'] / median['sequential']:8.2f}x"
+          f"   (target <= 0.65x)")
+    print(f"control, CPU without the emulator: two threads / one after the other "
+          f"{median['cpu threads'] / median['cpu sequential']:.2f}x "
+          f"({median['cpu threads'] * 1e3:.1f} / {median['cpu sequential'] * 1e3:.1f} ms)")
     print(f"queued outputs bit-identical to sequential: {identical}")
+
+
+def _one_thread_forward(model, image) -> None:
+    import torch
+
+    torch.set_num_threads(1)  # a new thread starts with torch's default
+    with torch.no_grad():
+        model(image)
 
 
 if __name__ == "__main__":
