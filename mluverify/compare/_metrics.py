@@ -1,6 +1,6 @@
 """Error metrics, each ``f(actual, expected) -> float`` on float64 arrays with ``expected`` the
 CPU reference. Definitions follow Cambricon's ``assertTensorsEqual`` (rel_mse, rae, rma, max_abs)
-and msprobe / torch.ao.ns (max_rel, cosine, sqnr_db); see DESIGN.md "The judge".
+and msprobe / torch.ao.ns (max_rel, cosine, sqnr_db); the README's "The judge" has the table.
 
 All metrics of one pair are computed together (``all_metrics``) so the float64 copies and
 the shared sums are made once, in cache-sized chunks; the single-metric functions are for

@@ -29,25 +29,40 @@ def derived_status(table: "pa.Table") -> "pa.ChunkedArray":
                                  pc.if_else(pc.fill_null(table["waived"], False), "waived", "failed")))
 
 
-def _v1_to_v2(table: "pa.Table") -> "pa.Table":
-    """Version 2 adds status and provenance columns: a version-1 record's status follows from
-    ``passed`` / ``waived`` / ``error``; what version 1 did not record stays null."""
+# The columns each schema version added.
+_V2_COLUMNS = ("status", "kind", "leaf", "executed_as", "op_on_cpu", "not_fused_reason", "device_impl",
+               "core_version", "core_number", "device_error", "reference_error", "error_ratio",
+               "compile_s", "graph_breaks", "recompiles", "model", "call_site")
+_V3_COLUMNS = ("worst",)
+
+
+def _with_columns(table: "pa.Table", names: tuple[str, ...], filled: dict | None = None) -> "pa.Table":
+    """``table`` with the columns ``names`` appended: from ``filled`` (name -> array), else null."""
     import pyarrow as pa
 
     from mluverify.report.records import arrow_schema
 
     schema = arrow_schema()
-    status = derived_status(table)
-    for name in schema.names:
-        if name in table.column_names:
-            continue
-        column = status if name == "status" else pa.nulls(len(table), schema.field(name).type)
-        table = table.append_column(schema.field(name), column.cast(schema.field(name).type))
+    for name in names:
+        field = schema.field(name)
+        column = (filled or {}).get(name, pa.nulls(len(table), field.type))
+        table = table.append_column(field, column.cast(field.type))
     return table
 
 
+def _v1_to_v2(table: "pa.Table") -> "pa.Table":
+    """Version 2 adds status and provenance columns: a version-1 record's status follows from
+    ``passed`` / ``waived`` / ``error``; what version 1 did not record stays null."""
+    return _with_columns(table, _V2_COLUMNS, {"status": derived_status(table)})
+
+
+def _v2_to_v3(table: "pa.Table") -> "pa.Table":
+    """Version 3 adds ``worst`` (a failed comparison's worst elements); older records have none."""
+    return _with_columns(table, _V3_COLUMNS)
+
+
 # version v -> function turning a v table into a v + 1 table, so every older file still loads.
-MIGRATIONS: dict[int, Callable[["pa.Table"], "pa.Table"]] = {1: _v1_to_v2}
+MIGRATIONS: dict[int, Callable[["pa.Table"], "pa.Table"]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def records_path(run: Path) -> Path:

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 from mluverify.errors import RecordsError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # column -> pyarrow type factory name (pyarrow.<name>()); the single definition of a record.
 COLUMNS: dict[str, str] = {
@@ -75,6 +75,7 @@ COLUMNS: dict[str, str] = {
     "recompiles": "int64",
     "model": "string",             # captured cases: the model and the call site they came from
     "call_site": "string",
+    # --- schema version 3 ---
     "worst": "string",             # the worst elements of a failed comparison: "index: actual vs expected; ..."
 }
 # Columns a back end may fill through ``Execution.info`` (see mluverify.backends).

@@ -1,4 +1,4 @@
-"""Metric values against numbers derived by hand from DESIGN.md's definitions."""
+"""Metric values against numbers derived by hand from the definitions (README, "The judge")."""
 import math
 
 import numpy as np

@@ -93,12 +93,22 @@ def test_version1_records_get_a_status_from_passed_waived_and_error(tmp_path):
             dict(make_record("t[w]", 0.5), passed=False, waived=True),
             dict(make_record("t[e]", 0.5), passed=False, error="RuntimeError: boom")]
     table = to_table(rows)
-    version1 = [n for n in table.column_names if n not in V2_COLUMNS]
+    version1 = [n for n in table.column_names if n not in V2_COLUMNS | {"worst"}]
     pq.write_table(table.select(version1).replace_schema_metadata({"mluverify": json.dumps({"schema_version": 1})}),
                    tmp_path / "records.parquet")
     frame = load(tmp_path)
     assert frame["status"].tolist() == ["passed", "failed", "waived", "errored"]
     assert frame["core_version"].isna().all() and list(frame.columns) == list(COLUMNS)
+
+
+def test_version2_records_load_without_worst_elements(tmp_path):
+    table = to_table([make_record("t[a]", 0.001, status="passed")])
+    version2 = [n for n in table.column_names if n != "worst"]
+    pq.write_table(table.select(version2).replace_schema_metadata({"mluverify": json.dumps({"schema_version": 2})}),
+                   tmp_path / "records.parquet")
+    frame = load(tmp_path)
+    assert frame["status"].tolist() == ["passed"] and frame["worst"].isna().all()
+    assert list(frame.columns) == list(COLUMNS)
 
 
 def test_empty_run_loads_as_an_empty_frame(tmp_path):
