@@ -37,13 +37,16 @@ _V3_COLUMNS = ("worst",)
 
 
 def _with_columns(table: "pa.Table", names: tuple[str, ...], filled: dict | None = None) -> "pa.Table":
-    """``table`` with the columns ``names`` appended: from ``filled`` (name -> array), else null."""
+    """``table`` with the columns ``names`` it lacks appended: from ``filled`` (name -> array),
+    else null."""
     import pyarrow as pa
 
     from mluverify.report.records import arrow_schema
 
     schema = arrow_schema()
     for name in names:
+        if name in table.column_names:
+            continue
         field = schema.field(name)
         column = (filled or {}).get(name, pa.nulls(len(table), field.type))
         table = table.append_column(field, column.cast(field.type))

@@ -7,7 +7,8 @@ import pytest
 from mluverify.errors import RecordsError
 from mluverify.report import loading
 from mluverify.report.loading import load
-from mluverify.report.records import COLUMNS, ShardWriter, merge, run_metadata, to_table, write_metadata
+from mluverify.report.records import (
+    COLUMNS, SCHEMA_VERSION, ShardWriter, merge, run_metadata, to_table, write_metadata)
 
 from report_records import make_record, write_run
 
@@ -62,7 +63,7 @@ def test_foreign_parquet_names_the_file_and_missing_columns(tmp_path):
 
 def test_newer_schema_is_refused_naming_both_versions(tmp_path):
     write_run(tmp_path, [make_record("t[a]", 0.001)], {"schema_version": 99})
-    with pytest.raises(RecordsError, match="version 99, newer than version 2"):
+    with pytest.raises(RecordsError, match=f"version 99, newer than version {SCHEMA_VERSION}"):
         load(tmp_path)
 
 
@@ -75,7 +76,7 @@ def _version0_table():
 
 def test_older_schema_without_migration_is_refused_naming_both_versions(tmp_path):
     pq.write_table(_version0_table(), tmp_path / "records.parquet")
-    with pytest.raises(RecordsError, match="version 0; this mluverify reads version 2 and has no migration"):
+    with pytest.raises(RecordsError, match=f"version 0; this mluverify reads version {SCHEMA_VERSION} and has no migration"):
         load(tmp_path)
 
 
