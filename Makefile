@@ -12,7 +12,7 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[vision,dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[vision,dev,training]'
 	touch $(STAMP)
 
 verify: $(STAMP)
