@@ -19,6 +19,7 @@ from mluverify.device._dispatch import register_op_impl
 from mluverify.device._storage import DEVICE_TYPE, alias, as_cpu, buffer_of, empty_device, resize_device
 
 _CPU_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+_view_bits = torch.library.Library("aten", "IMPL")
 
 # Ops that only re-point sizes, strides and storage (views, set_): torch has no generic kernel
 # for them, and their CPU kernels are device-agnostic C++.
@@ -71,9 +72,20 @@ def _copy_queue(src: torch.Tensor, dst: torch.Tensor, non_blocking: bool) -> que
     return queues.queue_in_effect(on_device[0].device.index)
 
 
+def _host_side(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a CPU tensor: the alias of a device tensor, with its conjugate / negative view bits
+    (an alias is built from the storage and has none), so that CPU ``copy_`` resolves them."""
+    if t.device.type != DEVICE_TYPE:
+        return t
+    host = alias(t)
+    if t.is_conj():
+        host = host.conj()
+    return host._neg_view() if t.is_neg() else host
+
+
 def _copy(src: torch.Tensor, dst: torch.Tensor) -> None:
     """Copy through CPU aliases (the caller has ordered itself after the work on them)."""
-    (alias(dst) if dst.device.type == DEVICE_TYPE else dst).copy_(alias(src) if src.device.type == DEVICE_TYPE else src)
+    _host_side(dst).copy_(_host_side(src))
     if dst.device.type == DEVICE_TYPE:
         buffer_of(dst).generation += 1
 
@@ -117,5 +129,11 @@ def register() -> None:
     register_op_impl("empty_strided", _empty_strided)
     register_op_impl("_copy_from", _copy_from)
     register_op_impl("_copy_from_and_resize", _copy_from_and_resize)
+    # torch's conjugate / negative-view fallback would resolve a view bit of _copy_from's source by
+    # cloning it, which copies through _copy_from again: a C++ recursion that ends in SIGSEGV
+    # (``x.conj().cpu()``). The copies take the bits themselves instead (``_host_side``).
+    for key in ("Conjugate", "Negative"):
+        for name in ("_copy_from", "_copy_from_and_resize"):
+            _view_bits.impl(name, torch.library.fallthrough_kernel, key)
     register_op_impl("resize_", _resize)
     register_op_impl("_local_scalar_dense", _local_scalar_dense)

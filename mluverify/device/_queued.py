@@ -36,12 +36,25 @@ def _eval_batch_norm_stats(results: tuple, args: tuple, kwargs: dict) -> tuple:
     return results if training else (results[0], _EMPTY.to(results[1].dtype), _EMPTY.to(results[2].dtype))
 
 
-# Where torch's CPU kernels and meta kernels disagree on a result's shape: the CPU's shapes.
-_CPU_SHAPES = {
+def _bool_power(results: tuple, args: tuple, kwargs: dict) -> tuple:
+    """``pow(bool tensor, bool)``: the CPU kernel keeps bool, the meta kernel says int64."""
+    exponent = args[1] if len(args) > 1 else kwargs.get("exponent")
+    both_bool = args[0].dtype == torch.bool and isinstance(exponent, bool)
+    return (results[0].to(torch.bool),) if both_bool else results
+
+
+# Where torch's CPU kernels and meta kernels disagree on a result's shape or dtype (found by
+# suites/conformance, which also runs every OpInfo sample on a queue): the CPU's.
+_CPU_RESULTS = {
     torch.ops.aten.native_batch_norm.default: _eval_batch_norm_stats,
+    torch.ops.aten._native_batch_norm_legit.default: _eval_batch_norm_stats,
     torch.ops.aten._native_batch_norm_legit_no_training.default:
         lambda results, args, kwargs: _eval_batch_norm_stats(results, args[:5] + (False,), {}),
+    torch.ops.aten.pow.Tensor_Scalar: _bool_power,
 }
+# ... and where the disagreement depends on more than the arguments' metadata (embedding_bag's
+# CPU kernel returns empty bookkeeping tensors in some modes): these run at once, never queued.
+_NOT_PLANNED = frozenset({torch.ops.aten._embedding_bag_forward_only.default, torch.ops.aten._embedding_bag.default})
 
 
 def _to_meta(value: Any) -> Any:
@@ -94,6 +107,8 @@ def meta_results(runner: "OpRunner", args: tuple, kwargs: dict) -> tuple[Geometr
     when torch cannot tell it without the data."""
     from mluverify.device._dispatch import wrapped_number
 
+    if runner.op in _NOT_PLANNED:
+        return None
     meta_args = [wrapped_number(v) if isinstance(v, (bool, int, float, complex)) and i in runner._tensor_positions
                  else _to_meta(v) for i, v in enumerate(args)]
     meta_kwargs = {k: _to_meta(v) for k, v in kwargs.items()}
@@ -102,7 +117,7 @@ def meta_results(runner: "OpRunner", args: tuple, kwargs: dict) -> tuple[Geometr
     except Exception:  # noqa: BLE001 - no meta kernel, data-dependent shape, bad arguments: run now
         return None
     results = (result,) if isinstance(result, torch.Tensor) else tuple(result or ())
-    correct = _CPU_SHAPES.get(runner.op)
+    correct = _CPU_RESULTS.get(runner.op)
     results = results if correct is None else correct(results, args, kwargs)
     return tuple((tuple(r.size()), r.stride(), r.dtype) for r in results)
 
@@ -121,7 +136,9 @@ def submit(runner: "OpRunner", queue: "Queue", compute: Callable[[], Any], call:
         target = runner._return_alias[position]
         if target is None:
             output = empty_device(size, dtype, stride, call.card)
-            fresh.append((position, output))
+            # The geometry is taken now: the caller may change the output's in place (stft
+            # squeezes and transposes its result) before the worker fills it.
+            fresh.append((position, output, alias(output)))
         else:
             output = runner._argument(target, args, kwargs)
         outputs.append(output)
@@ -130,19 +147,20 @@ def submit(runner: "OpRunner", queue: "Queue", compute: Callable[[], Any], call:
     def run() -> None:
         result = compute()
         results = (result,) if isinstance(result, torch.Tensor) else tuple(result or ())
-        for position, output in fresh:
-            _fill(runner.name, output, results[position])
+        for position, _, host in fresh:
+            _fill(runner.name, host, results[position])
         for buffer in written:
             buffer.generation += 1
 
-    queue.submit(runner.name, run, call.buffers, written + [buffer_of(o) for _, o in fresh])
+    queue.submit(runner.name, run, call.buffers, written + [buffer_of(o) for _, o, _ in fresh])
     if not outputs:
         return None
     return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
-def _fill(op_name: str, output: torch.Tensor, result: torch.Tensor) -> None:
-    if result.shape != output.shape or result.dtype != output.dtype:
+def _fill(op_name: str, host: torch.Tensor, result: torch.Tensor) -> None:
+    """Copy a kernel's result into the (CPU alias of the) output planned for it."""
+    if result.shape != host.shape or result.dtype != host.dtype:
         raise RuntimeError(f"{op_name}: the kernel returned {result.dtype} {list(result.shape)} where torch's "
-                           f"meta kernel gave {output.dtype} {list(output.shape)}")
-    alias(output).copy_(result)
+                           f"meta kernel gave {host.dtype} {list(host.shape)}")
+    host.copy_(result)

@@ -3,10 +3,11 @@
 For an OpInfo sample, the op runs on CPU tensors and on their ``mlu`` copies (same storage
 layout); every output must have the CPU output's type, dtype and shape, and an output that is
 a view of an input on the CPU must be a view on the device with the same strides and storage
-offset. Values are not judged here (the ``opinfo`` and ``ops`` suites do that): CPU fallbacks
-are allowed. A sample the CPU refuses is not a conformance question and is passed over. For
-the binary (ufunc) entries, 0-dim tensors of several dtypes also meet Python numbers, on either
-side: torch promotes a number differently from a tensor.
+offset. Values against the CPU are not judged here (the ``opinfo`` and ``ops`` suites do that):
+CPU fallbacks are allowed. A sample the CPU refuses is not a conformance question and is passed
+over. The op also runs issued inside ``with Queue(0):``; its outputs and written inputs must be
+the synchronous run's, bit for bit. For the binary (ufunc) entries, 0-dim tensors of several
+dtypes also meet Python numbers, on either side: torch promotes a number differently from a tensor.
 
 ``python suites/conformance/conformance.py ENTRY [--all]`` checks one ``op_db`` entry in this
 process and prints the findings as JSON: the suite runs entries that can kill their process
@@ -28,6 +29,8 @@ DEFAULT_SAMPLES = 2  # per entry in the default selection (the first ones); --ml
 CPU_ARGUMENTS = {"tensor_split": {1}}  # tensor_indices_or_sections: "expected ... to be on cpu"
 NUMBERS = (True, 3, 2.5, 1 + 1j)
 NUMBER_DTYPES = (torch.float32, torch.float16, torch.int64, torch.bool)
+# Entries whose outputs are uninitialised memory: two runs differ by nature.
+NO_REPEATABLE_VALUES = ("empty",)
 
 
 @dataclass(frozen=True)
@@ -110,17 +113,59 @@ def compare(expected: Any, got: Any, inputs: Any) -> list[str]:
     return differences
 
 
+def _differences(synchronous: Any, queued: Any) -> list[str]:
+    """Where two device runs' results differ: structure, dtype, shape, values bit for bit (NaNs
+    alike). Not strides: a queued op's fresh outputs take torch's meta strides, which differ from
+    the CPU kernel's for a few ops (fft, eig) - views are checked against the CPU by ``compare``."""
+    first, first_spec = pytree.tree_flatten(synchronous)
+    second, second_spec = pytree.tree_flatten(queued)
+    if first_spec != second_spec:
+        return [f"structure {second_spec} instead of {first_spec}"]
+    differences = []
+    for index, (a, b) in enumerate(zip(first, second)):
+        if not isinstance(a, torch.Tensor):
+            if a != b and a == a:
+                differences.append(f"value {index}: {b!r} instead of {a!r}")
+            continue
+        try:
+            torch.testing.assert_close(b.cpu(), a.cpu(), rtol=0, atol=0, equal_nan=True)
+        except AssertionError as error:
+            differences.append(f"tensor {index}: {(str(error).splitlines() or [''])[0][:200]}")
+    return differences
+
+
+def _run(op: Any, call: tuple, kwargs: dict, queue: Any = None) -> Any:
+    """``op`` on the device, seeded, synchronously or issued on ``queue`` (then synchronised)."""
+    torch.manual_seed(1)
+    if queue is None:
+        return op(*call, **kwargs)
+    with queue:
+        result = op(*call, **kwargs)
+    queue.synchronize()
+    return result
+
+
 def _check_call(name: str, index: int, op: Any, call: tuple, kwargs: dict, on_cpu: set[int]) -> list[Finding]:
+    from mluverify.device import mlu_model
+
+    copies = [(tuple(value if position in on_cpu else _to_device(value) for position, value in enumerate(call)),
+               _to_device(kwargs)) for _ in range(2)]
     try:
         expected = op(*call, **kwargs)
     except Exception:  # noqa: BLE001 - the CPU refuses this call: nothing to conform to
         return []
-    device_call = tuple(value if position in on_cpu else _to_device(value) for position, value in enumerate(call))
     try:
-        got = op(*device_call, **_to_device(kwargs))
+        got = _run(op, *copies[0])
     except Exception as exc:  # noqa: BLE001 - the device must run what the CPU runs
         return [Finding(name, index, f"raises {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]}")]
-    return [Finding(name, index, d) for d in compare(expected, got, call)]
+    findings = [Finding(name, index, d) for d in compare(expected, got, call)]
+    try:
+        queued = _run(op, *copies[1], mlu_model.Queue(0))
+    except Exception as exc:  # noqa: BLE001 - what runs synchronously must run on a queue
+        return findings + [Finding(name, index, f"on a Queue raises {type(exc).__name__}: {str(exc)[:300]}")]
+    if not any(word in name for word in NO_REPEATABLE_VALUES):
+        findings += [Finding(name, index, f"on a Queue: {d}") for d in _differences((got, copies[0]), (queued, copies[1]))]
+    return findings
 
 
 def check_entry(info: Any, every: bool) -> list[Finding]:
