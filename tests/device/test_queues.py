@@ -288,3 +288,16 @@ def test_torch_mlu_synchronize_waits_for_the_card_s_queues(kernel_override):
     threading.Timer(0.2, release.set).start()
     torch.mlu.synchronize("mlu:1")
     assert queue.query() is True and torch.equal(y.cpu(), -torch.ones(2))
+
+
+def test_an_output_reshaped_in_place_before_its_op_ran_gets_the_right_values(kernel_override):
+    # stft squeezes and transposes its result in place right after issuing the op that makes it.
+    release = threading.Event()
+    kernel_override("aten::neg", _blocking(torch.neg, release))
+    x = torch.arange(6.0).reshape(1, 2, 3)
+    queue = ct.Queue(0)
+    with queue:
+        y = torch.neg(x.to("mlu"))
+        y.squeeze_(0).transpose_(0, 1)
+    release.set()
+    assert torch.equal(y.cpu(), -x[0].t())

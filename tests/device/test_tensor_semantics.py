@@ -189,3 +189,17 @@ def test_buffer_version_tracks_device_writes_through_any_path():
     assert md.buffer_version(torch.zeros(4)) is None
     copy_of_x = x.clone()
     assert md.buffer_version(md.as_cpu(copy_of_x))[0] != serial
+
+
+def test_conjugate_and_negative_views_copy_with_their_bits():
+    # Copying a conjugate view recursed inside torch until the process died (SIGSEGV).
+    z = torch.tensor([1 + 2j, -3 - 0.5j], dtype=torch.complex64)
+    on_device = z.to("mlu").conj()
+    assert on_device.is_conj()
+    assert torch.equal(on_device.cpu(), z.conj()) and torch.equal(on_device.clone().cpu(), z.conj())
+    target = torch.zeros(2, dtype=torch.complex64).to("mlu").conj()
+    target.copy_(z.to("mlu"))  # writing through a conjugate view stores the conjugates
+    assert torch.equal(target.resolve_conj().cpu(), z)
+    x = torch.tensor([1.5, -2.0])
+    assert torch.equal(x.to("mlu")._neg_view().cpu(), -x)
+    assert torch.equal(torch.fft.hfft(z.to("mlu")).cpu(), torch.fft.hfft(z))
