@@ -13,6 +13,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[vision,dev,training]'
+	$(BIN)/python -c "import mluverify.device"  # builds the device's C++ hooks once (mluverify/device/build/)
 	touch $(STAMP)
 
 verify: $(STAMP)
@@ -28,7 +29,7 @@ gate: $(STAMP)
 	$(BIN)/mluverify run suites -- --mlu-baseline reports/baseline --mlu-gate
 
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist worksteal
 
 # Headless Chromium and its driver for the report's browser tests (tests/report), Debian's
 # packages, installed when missing (as root). Elsewhere it says what to install: the tests then

@@ -43,3 +43,9 @@ def float_matmul():
 
     with numerics_settings(matmul_precision="float"):
         yield
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first (order otherwise kept): under ``make test``'s pytest-xdist workers a
+    minutes-long test handed out last would leave the other worker idle until it ends."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

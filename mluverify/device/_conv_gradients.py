@@ -32,6 +32,27 @@ class _ConvolutionGradient(ConvolutionProduct):
                                                  self.groups, mask)
 
 
+    def split_right(self, right: torch.Tensor, cores: int) -> torch.Tensor:
+        return right  # a gradient's operands change every step: nothing to prepare
+
+    def partials(self, left: torch.Tensor, right: torch.Tensor, cores: int) -> torch.Tensor:
+        """One product per contiguous part of ``ceil(E / cores)`` of the reduced dim (empty
+        parts add +0), stacked in a last dim of size ``cores``."""
+        extent = self.extent(left, right)
+        size = max(1, -(-extent // cores))
+        parts = [self.part(left, right, start, min(start + size, extent)) for start in range(0, extent, size)]
+        parts += [torch.zeros_like(parts[0])] * (cores - len(parts))
+        return torch.stack(parts, -1)
+
+    def extent(self, left: torch.Tensor, right: torch.Tensor) -> int:
+        """The size of the reduced dim."""
+        raise NotImplementedError
+
+    def part(self, left: torch.Tensor, right: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        """The product over ``start:stop`` of the reduced dim."""
+        raise NotImplementedError
+
+
 def _placeholder(like: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     """A tensor of ``shape`` whose values the product never reads (as torch.nn.grad does)."""
     return like.new_empty(1).expand(shape)

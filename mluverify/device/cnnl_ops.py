@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import numpy as np
 import torch
 
 from mluverify.device import _weight_cache, contractions, reductions
@@ -41,6 +42,31 @@ aten = torch.ops.aten
 def elementwise(op: Callable) -> Callable:
     """Elementwise ops compute in the storage precision: the CPU op is exactly that."""
     return op
+
+
+def correctly_rounded(op: torch._ops.OpOverload) -> Callable:
+    """float16 / float32 in: the op in float64, rounded once to the input's dtype (in-place
+    forms write the rounded result into their first argument)."""
+    in_place = bool(_written_positions(op))
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        dtype = next((a.dtype for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
+        if dtype not in _FLOATING:
+            return op(*args, **kwargs)
+        wide = [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+        result = _rounded(op(*wide, **kwargs), dtype)
+        return args[0].copy_(result) if in_place else result
+
+    kernel.__name__ = f"correctly_rounded_{op._schema.name.split('::')[-1]}"
+    return kernel
+
+
+def _rounded(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """float64 ``x`` rounded once to ``dtype`` (torch goes to float16 through float32, rounding
+    twice; numpy's conversion rounds once)."""
+    if dtype == _HALF:
+        return torch.from_numpy(x.numpy().astype(np.float16))
+    return x.to(dtype)
 
 
 def _any_half(values) -> bool:
@@ -128,8 +154,10 @@ def _operand(x: torch.Tensor, settings, cached: bool) -> torch.Tensor:
 
 
 def _computes(x: torch.Tensor, dtype: torch.dtype | None = None) -> bool:
-    """Whether the per-core model applies: a float16 / float32 input and result."""
-    return x.dtype in _FLOATING and (dtype is None or dtype in _FLOATING)
+    """Whether the per-core model applies: a float16 / float32 input and result, with elements
+    (an empty input accumulates nothing: its result, empty or the reduction's identity, is the
+    op's definition, which the CPU's kernel gives)."""
+    return x.dtype in _FLOATING and (dtype is None or dtype in _FLOATING) and x.numel() > 0
 
 
 def _f32(x: torch.Tensor | None) -> torch.Tensor | None:

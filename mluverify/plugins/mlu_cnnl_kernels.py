@@ -19,8 +19,6 @@ ELEMENTWISE = (
     "mul.Tensor", "mul_.Tensor", "mul.Scalar", "mul_.Scalar",
     "div.Tensor", "div_.Tensor", "div.Scalar", "div_.Scalar", "div.Tensor_mode",
     "relu", "relu_", "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_",
-    "sigmoid", "sigmoid_", "tanh", "tanh_", "gelu", "silu", "silu_", "elu", "elu_",
-    "pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar", "exp", "exp_", "log", "sqrt", "rsqrt",
     "abs", "neg", "clamp", "clamp_", "clamp_min", "clamp_max",
     "fill_.Scalar", "fill_.Tensor", "zero_",
     "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_max_pool2d",
@@ -30,6 +28,12 @@ ELEMENTWISE = (
     "eq.Tensor", "eq.Scalar", "ne.Tensor", "ne.Scalar", "gt.Tensor", "gt.Scalar", "lt.Tensor", "lt.Scalar",
     "ge.Tensor", "ge.Scalar", "le.Tensor", "le.Scalar",
     "bitwise_and.Tensor", "logical_not", "ceil", "floor", "round", "masked_select", "isnan", "sign",
+)
+
+# Transcendental functions: computed in float64, rounded once (docs/device.md "Op classes").
+TRANSCENDENTAL = (
+    "sigmoid", "sigmoid_", "tanh", "tanh_", "gelu", "silu", "silu_", "elu", "elu_",
+    "pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar", "exp", "exp_", "log", "sqrt", "rsqrt",
 )
 
 # Accumulating ops without a per-core model of their own: float16 widened, the CPU's float32.
@@ -77,6 +81,8 @@ def mluverify_device_kernels(registry) -> None:
 
     for name in ELEMENTWISE:
         registry.register(f"aten::{name}", cnnl_ops.elementwise(_overload(name)))
+    for name in TRANSCENDENTAL:
+        registry.register(f"aten::{name}", cnnl_ops.correctly_rounded(_overload(name)))
     for name in ACCUMULATING:
         registry.register(f"aten::{name}", cnnl_ops.accumulating(_overload(name)))
     for name, kernel in {**cnnl_ops.REDUCTIONS, **cnnl_ops.CONTRACTIONS}.items():

@@ -2,10 +2,13 @@
 
 ``mluverify_case_sources`` returns one source, ``opinfo``: ``cases(ops)`` yields an
 ``OpInfoCase`` per float32 CPU sample input of every OpInfo entry that reaches one of ``ops``
-(ATen names such as ``"aten::add.Tensor"`` or plain names such as ``"permute"``). An entry
-reaches an op when its name, its ATen name, or the op it decomposes into (``COMPOSITES``) is
-that op. Samples are generated with torch's generator seeded per entry, so every process
-(pytest-xdist workers included) gets the same cases in the same order.
+(ATen names such as ``"aten::add.Tensor"`` or plain names such as ``"permute"``), and for the
+entries that support float16 on the CPU a float16 case for some of those samples (their
+floating tensors rounded to values float16 holds, so the float32 CPU reference sees the very
+inputs the device computes with). An entry reaches an op when its name, its ATen name, or the
+op it decomposes into (``COMPOSITES``) is that op. Samples are generated with torch's generator
+seeded per entry, so every process (pytest-xdist workers included) gets the same cases in the
+same order.
 
 ``torch.testing._internal`` is private and changes between torch releases; it is imported only
 inside ``cases()`` so loading this plugin stays cheap. Nothing is pinned here: an entry whose
@@ -62,7 +65,8 @@ def base_name(op: str) -> str:
 @dataclass(frozen=True)
 class OpInfoCase:
     """One OpInfo sample: call ``fn(input, *args, **kwargs)``; ``op`` is the OpInfo entry name
-    (with its variant), ``index`` the sample's position among the entry's samples."""
+    (with its variant), ``index`` the sample's position among the entry's samples, ``dtype`` the
+    precision the device computes it in (the CPU reference is float32)."""
 
     op: str
     index: int
@@ -71,10 +75,12 @@ class OpInfoCase:
     args: tuple = field(repr=False)
     kwargs: dict = field(repr=False)
     reaches: str = ""
+    dtype: str = "float32"
 
     @property
     def case_name(self) -> str:
-        return f"{self.op}-{self.index}"
+        """``<entry>-<index>``, with ``-float16`` for a float16 case."""
+        return f"{self.op}-{self.index}" + ("" if self.dtype == "float32" else f"-{self.dtype}")
 
 
 @dataclass
@@ -84,6 +90,7 @@ class OpInfoSource:
     name: str = "opinfo"
     seed: int = 0
     max_samples: int = 24  # per entry, evenly spaced (max_pool2d alone has 1440)
+    max_half_samples: int = 8  # float16 cases per entry, evenly spaced among those
     skipped: dict[str, str] = field(default_factory=dict)
 
     def entries(self, ops: Iterable[str]) -> list:
@@ -109,10 +116,34 @@ class OpInfoSource:
                 self.skipped[full_name] = f"{type(exc).__name__}: {exc}"
                 continue
             reaches = _reached(info, claimed)
-            step = -(-len(samples) // self.max_samples)
-            for index, sample in list(enumerate(samples))[::step]:
+            chosen = _evenly(list(enumerate(samples)), self.max_samples)
+            for index, sample in chosen:
                 yield OpInfoCase(full_name, index, info.op, sample.input, tuple(sample.args),
                                  dict(sample.kwargs), reaches)
+            if torch.float16 not in info.supported_dtypes("cpu"):
+                continue
+            # A sample asking for an output dtype (``dtype=``) computes in that dtype, not float16.
+            unpinned = [(index, sample) for index, sample in chosen if "dtype" not in sample.kwargs]
+            for index, sample in _evenly(unpinned, self.max_half_samples):
+                half = sample.transform(_on_half_grid)
+                yield OpInfoCase(full_name, index, info.op, half.input, tuple(half.args), dict(half.kwargs),
+                                 reaches, dtype="float16")
+
+
+def _evenly(items: list, most: int) -> list:
+    """At most ``most`` of ``items``, evenly spaced, the first included."""
+    return items[::-(-len(items) // most)] if items else items
+
+
+def _on_half_grid(value: Any) -> Any:
+    """A floating tensor rounded to the values float16 holds (finite values beyond its range
+    clipped to its largest), kept in its dtype; anything else unchanged."""
+    import torch
+
+    if not (isinstance(value, torch.Tensor) and value.is_floating_point()):
+        return value
+    limit = torch.finfo(torch.float16).max
+    return torch.where(torch.isfinite(value), value.clamp(-limit, limit), value).to(torch.float16).to(value.dtype)
 
 
 def _in_namespaces(name: str) -> bool:

@@ -2,8 +2,10 @@
 
 Cases come from the ``opinfo`` case source (``mluverify_case_sources``): the float32 CPU sample
 inputs of each ``op_db`` entry that reaches a device kernel or one of the layout ops the device
-runs through torch's generic implementations. Known deviations are listed, with a reason and an
-expiry date, in ``waivers.toml`` beside this file and applied as ``mlu_waiver`` marks.
+runs through torch's generic implementations, computed by the device in float32, and some of
+them in float16 (inputs on float16's grid; ids end in ``-float16``). Known deviations are
+listed, with a reason and an expiry date, in ``waivers.toml`` beside this file and applied as
+``mlu_waiver`` marks.
 """
 from __future__ import annotations
 
@@ -63,6 +65,7 @@ def _call(fn: Callable) -> Callable:
 def test_opinfo_sample(verify, case) -> None:
     import torch
 
-    verify(_call(case.fn), case.input, case.args, case.kwargs, op=case.op,
-           reproducer=f"OpInfo {case.op!r} float32 CPU sample {case.index} (torch {torch.__version__}, "
-                      f"op_db samples seeded with 0); pytest -p mluverify suites/opinfo -k '{case.case_name}'")
+    verify(_call(case.fn), case.input, case.args, case.kwargs, op=case.op, dtype=case.dtype,
+           reproducer=f"OpInfo {case.op!r} float32 CPU sample {case.index}, computed in {case.dtype} (torch "
+                      f"{torch.__version__}, op_db samples seeded with 0); "
+                      f"pytest -p mluverify suites/opinfo -k '{case.case_name}'")

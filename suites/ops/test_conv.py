@@ -14,6 +14,14 @@ from mluverify.strategies import tensors
 
 HALF_INPUT_LIMIT = 100.0  # float16: |input| bound so sums of up to 81 products fit
 QUANT_DISTRIBUTIONS = ("normal", "wide_uniform")  # per-tensor int8 on outliers exceeds 2 % by design
+# MLU270 quantizes the inputs of conv / matmul per tensor (int16 by default): 1 % spikes 1000x the
+# rest leave the rest a step of absmax / 32767, about 0.9 % rel_mse, above cnnl's 0.3 % (the real
+# device's per-tensor quantization does the same; docs/device.md "Numerics"). The ordinary cases
+# draw the other distributions; the outlier cases run apart, waived with that reason.
+PER_TENSOR_INT16 = ("normal", "wide_uniform", "special")
+OUTLIERS_WAIVER = pytest.mark.mlu_waiver(
+    "per-tensor int16 quantization (MLU270's default) of inputs with 1000x outliers: ~0.9 % rel_mse > cnnl 0.3 %",
+    "2027-06-30")
 
 
 class Conv(NamedTuple):
@@ -68,28 +76,40 @@ def _weight_shape(op: Conv, g: Geometry) -> tuple[int, ...]:
     return (*channels, *(g.kernel,) * op.spatial)
 
 
-def _operands(data, op: Conv, g: Geometry, dtype: str) -> tuple[torch.Tensor, ...]:
-    """Input, weight and (maybe) bias; float16 inputs bounded so the sums fit."""
+def _operands(data, op: Conv, g: Geometry, dtype: str, distributions: tuple[str, ...]) -> tuple[torch.Tensor, ...]:
+    """Input (from ``distributions``), weight and (maybe) bias; float16 inputs bounded so the sums fit."""
     limit = HALF_INPUT_LIMIT if dtype == "float16" else None
     shape = (data.draw(st.integers(1, 2), label="batch"), g.in_channels, *g.sides)
-    x = data.draw(tensors(shape, low=-limit if limit else None, high=limit, grid=dtype), label="x")
+    x = data.draw(tensors(shape, distributions=distributions, low=-limit if limit else None, high=limit, grid=dtype),
+                  label="x")
     weight_shape = _weight_shape(op, g)
     weight = data.draw(tensors(weight_shape, distributions=("normal",), grid=dtype), label="weight")
     out_channels = weight_shape[1] * g.groups if op.transposed else weight_shape[0]
-    bias = data.draw(st.none() | tensors((out_channels,), distributions=("normal",), grid=dtype), label="bias")
+    # The tensor branch first: the simplest examples hypothesis draws have a bias, as most layers do.
+    bias = data.draw(tensors((out_channels,), distributions=("normal",), grid=dtype) | st.none(), label="bias")
     return (x, weight) if bias is None else (x, weight, bias)
 
 
-@pytest.mark.parametrize("op", CONVS, ids=[op.name for op in CONVS])
-@given(data=st.data())
-def test_conv(verify, op: Conv, dtype: str, data) -> None:
+def _conv_case(verify, op: Conv, dtype: str, data, distributions: tuple[str, ...]) -> None:
     g = data.draw(geometries(op.spatial, op.transposed), label="geometry")
 
     def conv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         return op.fn(x, weight, bias, g.stride, g.padding, g.dilation, g.groups)
 
-    verdict = verify(conv, *_operands(data, op, g, dtype), op=op.name, dtype=dtype)
+    verdict = verify(conv, *_operands(data, op, g, dtype, distributions), op=op.name, dtype=dtype)
     hypothesis.target(verdict.value, label=f"rel_mse:{op.name}:{dtype}")
+
+
+@pytest.mark.parametrize("op", CONVS, ids=[op.name for op in CONVS])
+@given(data=st.data())
+def test_conv(verify, op: Conv, dtype: str, data) -> None:
+    _conv_case(verify, op, dtype, data, PER_TENSOR_INT16)
+
+
+@OUTLIERS_WAIVER
+@given(data=st.data())
+def test_conv_with_outliers(verify, dtype: str, data) -> None:
+    _conv_case(verify, next(op for op in CONVS if op.name == "conv2d"), dtype, data, ("outliers",))
 
 
 @pytest.mark.mlu_targets("mlu:cnml")

@@ -14,6 +14,14 @@ from mluverify.strategies import tensors
 
 HALF_INPUT_LIMIT = 30.0  # float16: |operand| bound so sums of up to 33 products fit
 QUANT_DISTRIBUTIONS = ("normal", "wide_uniform")  # per-tensor int8 on outliers exceeds 2 % by design
+# MLU270 quantizes the inputs of conv / matmul per tensor (int16 by default): 1 % spikes 1000x the
+# rest leave the rest a step of absmax / 32767, about 0.9 % rel_mse, above cnnl's 0.3 % (the real
+# device's per-tensor quantization does the same; docs/device.md "Numerics"). The ordinary cases
+# draw the other distributions; the outlier cases run apart, waived with that reason.
+PER_TENSOR_INT16 = ("normal", "wide_uniform", "special")
+OUTLIERS_WAIVER = pytest.mark.mlu_waiver(
+    "per-tensor int16 quantization (MLU270's default) of inputs with 1000x outliers: ~0.9 % rel_mse > cnnl 0.3 %",
+    "2027-06-30")
 sides = st.integers(1, 33)
 
 
@@ -36,16 +44,28 @@ PRODUCTS = (
 )
 
 
-@pytest.mark.parametrize("op", PRODUCTS, ids=[op.name for op in PRODUCTS])
-@given(data=st.data())
-def test_product(verify, op: Product, dtype: str, data) -> None:
+def _product_case(verify, op: Product, dtype: str, data, distributions: tuple[str, ...]) -> None:
     m, k, n = (data.draw(sides, label=side) for side in "mkn")
     batch = data.draw(st.integers(1, 3), label="batch")
     limit = HALF_INPUT_LIMIT if dtype == "float16" else None
-    operands = [data.draw(tensors(shape, low=-limit if limit else None, high=limit, grid=dtype), label="operand")
+    operands = [data.draw(tensors(shape, distributions=distributions, low=-limit if limit else None, high=limit,
+                                  grid=dtype), label="operand")
                 for shape in op.operand_shapes(m, k, n, batch)]
     verdict = verify(op.fn, *operands, op=op.name, dtype=dtype)
     hypothesis.target(verdict.value, label=f"rel_mse:{op.name}:{dtype}")
+
+
+@pytest.mark.parametrize("op", PRODUCTS, ids=[op.name for op in PRODUCTS])
+@given(data=st.data())
+def test_product(verify, op: Product, dtype: str, data) -> None:
+    _product_case(verify, op, dtype, data, PER_TENSOR_INT16)
+
+
+@OUTLIERS_WAIVER
+@pytest.mark.parametrize("op", PRODUCTS[2:5], ids=[op.name for op in PRODUCTS[2:5]])
+@given(data=st.data())
+def test_product_with_outliers(verify, op: Product, dtype: str, data) -> None:
+    _product_case(verify, op, dtype, data, ("outliers",))
 
 
 @pytest.mark.mlu_targets("mlu:cnml")

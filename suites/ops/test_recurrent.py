@@ -10,17 +10,34 @@ from hypothesis import given, strategies as st
 from mluverify.strategies import tensors
 
 RECURRENT = (("lstm", torch.nn.LSTM), ("gru", torch.nn.GRU))
+# The gates are products, which MLU270 quantizes per tensor (int16 by default): inputs with 1000x
+# outliers leave the rest a coarse step, up to ~0.4 % rel_mse (above cnnl's 0.3 %; docs/device.md
+# "Numerics"). The ordinary cases draw normal values; the outlier cases run apart, waived.
+OUTLIERS_WAIVER = pytest.mark.mlu_waiver(
+    "per-tensor int16 quantization (MLU270's default) of gate inputs with 1000x outliers: up to ~0.4 % rel_mse "
+    "> cnnl 0.3 %", "2027-06-30")
 
 
-@pytest.mark.parametrize("name, layer_type", RECURRENT, ids=[name for name, _ in RECURRENT])
-@given(data=st.data())
-def test_recurrent(verify, name: str, layer_type: type, dtype: str, data) -> None:
+def _recurrent_case(verify, name: str, layer_type: type, dtype: str, data, distribution: str) -> None:
     input_size, hidden_size = data.draw(st.integers(1, 16), label="input"), data.draw(st.integers(1, 16), label="hidden")
     layers, bidirectional = data.draw(st.integers(1, 2), label="layers"), data.draw(st.booleans(), label="bidirectional")
     batch_first = data.draw(st.booleans(), label="batch_first")
     torch.manual_seed(data.draw(st.integers(0, 2**16), label="weight_seed"))
     layer = layer_type(input_size, hidden_size, layers, batch_first=batch_first, bidirectional=bidirectional).eval()
     sequence, batch = data.draw(st.integers(1, 7), label="sequence"), data.draw(st.integers(1, 3), label="batch")
-    x = data.draw(tensors((sequence, batch, input_size), distributions=("normal", "outliers"), grid=dtype), label="x")
+    x = data.draw(tensors((sequence, batch, input_size), distributions=(distribution,), grid=dtype), label="x")
     verdict = verify(layer, x, op=name, dtype=dtype)
     hypothesis.target(verdict.value, label=f"rel_mse:{name}:{dtype}")
+
+
+@pytest.mark.parametrize("name, layer_type", RECURRENT, ids=[name for name, _ in RECURRENT])
+@given(data=st.data())
+def test_recurrent(verify, name: str, layer_type: type, dtype: str, data) -> None:
+    _recurrent_case(verify, name, layer_type, dtype, data, "normal")
+
+
+@OUTLIERS_WAIVER
+@pytest.mark.parametrize("name, layer_type", RECURRENT, ids=[name for name, _ in RECURRENT])
+@given(data=st.data())
+def test_recurrent_with_outliers(verify, name: str, layer_type: type, dtype: str, data) -> None:
+    _recurrent_case(verify, name, layer_type, dtype, data, "outliers")

@@ -54,7 +54,7 @@ def test_a_compiled_case_records_compile_time_graph_breaks_and_recompiles(pytest
     assert (record.status, record.executed_as) == ("passed", "partially fused")
     assert (record.graph_breaks, record.recompiles) == (1, 1)
     assert "1 graph break(s), first: Skip inlining `torch.compiler.disable()`d function" in record.not_fused_reason
-    assert 0 < record.compile_s < record.duration_s
+    assert record.compile_s > 0 and record.duration_s > 0  # duration_s excludes compile_s: apart
 
 
 def test_options_come_from_a_json_object_in_the_environment():

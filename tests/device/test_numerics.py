@@ -347,6 +347,7 @@ def test_float16_conv_rounds_result_to_float16(seeded):
 
 
 # --- elementwise: the storage precision, correctly rounded ----------------------------------
+# (the exact and IEEE-rounded ops as the CPU computes them; transcendental ones in float64)
 
 
 @pytest.mark.parametrize("name, fn, npfn", [
@@ -359,6 +360,58 @@ def test_float16_elementwise_is_correctly_rounded_per_op(name, fn, npfn, seeded)
     np.testing.assert_array_equal(got.numpy(), expected)
 
 
+def _np_gelu(x: np.ndarray) -> np.ndarray:
+    import math
+
+    return 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+
+
+TRANSCENDENTAL = [
+    ("exp", torch.exp, np.exp), ("log", torch.log, np.log), ("sqrt", torch.sqrt, np.sqrt),
+    ("rsqrt", torch.rsqrt, lambda a: 1 / np.sqrt(a)), ("tanh", torch.tanh, np.tanh),
+    ("sigmoid", torch.sigmoid, lambda a: 1 / (1 + np.exp(-a))), ("gelu", F.gelu, _np_gelu),
+    ("silu", F.silu, lambda a: a / (1 + np.exp(-a))), ("pow", lambda t: torch.pow(t, 1.7), lambda a: a ** 1.7),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("name, fn, npfn", TRANSCENDENTAL, ids=[t[0] for t in TRANSCENDENTAL])
+def test_transcendental_ops_are_correctly_rounded(name, fn, npfn, dtype, seeded):
+    """Computed in float64 and rounded once: numpy's float64 result rounded to the dtype."""
+    x = randn(10_000, gen=seeded).abs().add(0.01).to(dtype) if name in ("log", "sqrt", "rsqrt", "pow") \
+        else (randn(10_000, gen=seeded) * 3).to(dtype)
+    got = on_mlu(fn, x)
+    expected = npfn(x.numpy().astype(np.float64)).astype(x.numpy().dtype)
+    np.testing.assert_array_equal(got.numpy(), expected)
+
+
 def test_float32_elementwise_is_exact_float32(seeded):
     a, b = randn(4096, gen=seeded), randn(4096, gen=seeded)
     np.testing.assert_array_equal(on_mlu(torch.add, a, b).numpy(), (a.numpy() + b.numpy()).astype(np.float32))
+
+
+# --- empty inputs: nothing to accumulate ------------------------------------------------------
+
+
+EMPTY_REDUCTIONS = {
+    "sum_dim": (lambda x: x.sum(-1), (3, 0)),
+    "mean_all": (torch.mean, (0, 4)),
+    "var": (lambda x: x.var(0), (0, 4)),
+    "softmax": (lambda x: torch.softmax(x, 0), (0, 4)),
+    "layer_norm": (lambda x: F.layer_norm(x, (5,)), (0, 5)),
+    "group_norm": (lambda x: F.group_norm(x, 2), (0, 4, 3)),
+    "avg_pool3d": (lambda x: F.avg_pool3d(x, 2), (0, 1, 4, 4, 4)),
+    "adaptive_avg_pool3d": (lambda x: F.adaptive_avg_pool3d(x, 2), (0, 2, 3, 3, 3)),
+}
+
+
+@pytest.mark.parametrize("name", EMPTY_REDUCTIONS)
+def test_reductions_of_empty_inputs_give_the_ops_definition(name):
+    """A reduction over no elements (an empty result, the sum's 0, the mean's NaN) as the CPU
+    defines it, instead of an error from the per-core split."""
+    fn, shape = EMPTY_REDUCTIONS[name]
+    x = torch.empty(shape)
+    expected = fn(x)
+    got = on_mlu(fn, x)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)

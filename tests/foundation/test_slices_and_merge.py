@@ -2,7 +2,11 @@
 `mluverify report --merge` gives the records one unsliced run gives; merging refuses what is not
 one run."""
 import json
+import os
+import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 import pandas  # noqa: F401  imported before pytester snapshots sys.modules, so it is loaded once
 import pyarrow.parquet as pq
@@ -21,11 +25,6 @@ def test_softmax(verify, n):
 COMPARED = ["case_id", "op", "target", "value", "bound", "passed", "rel_mse", "max_abs", "seed", "status"]
 
 
-def pytest_run(pytester, report, *args):
-    return pytester.runpytest_subprocess("-p", "mluverify", "-p", "no:cacheprovider", "--mlu-target=cpu64:eager",
-                                         f"--mlu-report={pytester.path / report}", *args)
-
-
 def cli(pytester, *args):
     return pytester.run(sys.executable, "-m", "mluverify.cli", *args)
 
@@ -34,16 +33,37 @@ def records(path):
     return pq.read_table(path / "records.parquet").to_pandas()[COMPARED].sort_values("case_id").reset_index(drop=True)
 
 
-@pytest.fixture
-def slices(pytester):
-    """One unsliced run, its durations, and three pytest-split slices balanced by them."""
-    pytester.makepyfile(test_softmax=SUITE)
-    pytest_run(pytester, "full").assert_outcomes(passed=12)
-    assert cli(pytester, "durations", "full", "--out", ".test_durations").ret == 0
+def _run(directory: Path, *argv: str) -> None:
+    """``argv`` in ``directory`` as a fresh process, outside this test session (no xdist worker
+    variables, no PYTEST_ADDOPTS); fails naming the command and its output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "MLUVERIFY_"))}
+    done = subprocess.run([sys.executable, *argv], cwd=directory, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, f"{argv}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+
+
+def _pytest_run(directory: Path, report: str, *args: str) -> None:
+    _run(directory, "-m", "pytest", "-p", "mluverify", "-p", "no:cacheprovider", "--mlu-target=cpu64:eager",
+         f"--mlu-report={directory / report}", *args)
+
+
+@pytest.fixture(scope="module")
+def built_slices(tmp_path_factory) -> Path:
+    """One unsliced run, its durations, and three pytest-split slices balanced by them (built
+    once: the tests only read them, or change a copy)."""
+    directory = tmp_path_factory.mktemp("slices")
+    (directory / "test_softmax.py").write_text(SUITE)
+    _pytest_run(directory, "full")
+    _run(directory, "-m", "mluverify.cli", "durations", "full", "--out", ".test_durations")
     for group in (1, 2, 3):
-        result = pytest_run(pytester, f"slice-{group}", "--splits", "3", "--group", str(group),
-                            "--durations-path", ".test_durations", "--splitting-algorithm", "least_duration")
-        assert result.ret == 0
+        _pytest_run(directory, f"slice-{group}", "--splits", "3", "--group", str(group),
+                    "--durations-path", ".test_durations", "--splitting-algorithm", "least_duration")
+    return directory
+
+
+@pytest.fixture
+def slices(pytester, built_slices):
+    """A copy of the runs in this test's own directory."""
+    shutil.copytree(built_slices, pytester.path, dirs_exist_ok=True)
     return pytester
 
 

@@ -25,7 +25,7 @@ def test_only_torch_level_entries(name: str, kept: bool) -> None:
 
 def test_the_hook_contributes_the_opinfo_source() -> None:
     sources = [s for answer in new_plugin_manager().hook.mluverify_case_sources() for s in answer]
-    assert [s.name for s in sources] == ["opinfo"]
+    assert sorted(s.name for s in sources) == ["captured", "opinfo"]
 
 
 def test_cases_reach_claimed_ops_through_composites_and_are_deterministic() -> None:
@@ -34,10 +34,24 @@ def test_cases_reach_claimed_ops_through_composites_and_are_deterministic() -> N
     names = {case.op for case in first}
     assert {"nn.functional.conv2d", "nn.functional.relu", "nn.functional.conv_transpose2d"} <= names
     assert not any(name.startswith("masked.") for name in names)
-    assert all(sum(c.op == name for c in first) <= 4 for name in names)
+    assert all(sum(c.op == name and c.dtype == "float32" for c in first) <= 4 for name in names)
     again = list(OpInfoSource(max_samples=4).cases(["aten::convolution_overrideable", "aten::relu"]))
     assert [c.case_name for c in again] == [c.case_name for c in first]
     assert all(a.input.equal(b.input) for a, b in zip(first, again) if hasattr(a.input, "equal"))
+
+
+def test_float16_cases_are_on_float16s_grid_and_follow_their_float32_samples() -> None:
+    import torch
+
+    cases = list(OpInfoSource(max_samples=4, max_half_samples=2).cases(["aten::relu"]))
+    half = [c for c in cases if c.dtype == "float16"]
+    assert half and all(c.case_name.endswith("-float16") for c in half)
+    float32_names = {c.case_name for c in cases if c.dtype == "float32"}
+    for case in half:
+        assert case.case_name.removesuffix("-float16") in float32_names
+        assert sum(c.op == case.op and c.dtype == "float16" for c in cases) <= 2
+        x = case.input
+        assert x.dtype == torch.float32 and torch.equal(x.to(torch.float16).to(torch.float32), x)
 
 
 def test_interpolate_variants_map_to_the_mode_they_run() -> None:
