@@ -54,7 +54,10 @@ def correctly_rounded(op: torch._ops.OpOverload) -> Callable:
         if dtype not in _FLOATING:
             return op(*args, **kwargs)
         wide = [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
-        result = _rounded(op(*wide, **kwargs), dtype)
+        result = op(*wide, **kwargs)
+        if result.dtype != torch.float64:  # promoted beyond the input's kind (a complex exponent): as torch computes it
+            return op(*args, **kwargs)
+        result = _rounded(result, dtype)
         return args[0].copy_(result) if in_place else result
 
     kernel.__name__ = f"correctly_rounded_{op._schema.name.split('::')[-1]}"
@@ -312,4 +315,7 @@ CONTRACTIONS: dict[str, Callable] = {
     "mm": contractions.mm,
     "bmm": contractions.bmm,
     "addmm": contractions.addmm,
+    "addmv": contractions.addmv,
+    "dot": contractions.dot,
+    "mv": contractions.mv,
 }

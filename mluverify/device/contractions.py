@@ -1,4 +1,4 @@
-"""The matmul class on the emulated MLU: convolution (every kind), mm, addmm and bmm, as pure
+"""The matmul class on the emulated MLU: convolution (every kind), mm, addmm, bmm, mv, addmv and dot, as pure
 functions on CPU tensors (the kernels of ``mluverify.plugins.mlu_cnnl_kernels``).
 
 How a product ``left x right`` (``right`` the weight) is computed, by the active settings
@@ -292,6 +292,24 @@ def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: 
         return aten.addmm.default(_widened(input), left, right, beta=beta, alpha=alpha)
 
     return _run(ProductCall(MatrixProduct(), finish, cpu_op), mat1, mat2)
+
+
+def addmv(input: torch.Tensor, mat: torch.Tensor, vec: torch.Tensor, *, beta: float = 1,
+          alpha: float = 1) -> torch.Tensor:
+    """``aten.addmv`` (and ``mv``, which torch computes through it): ``addmm`` with the vector
+    as a one-column matrix, so matrix-vector products are the matmul class too."""
+    column = input.unsqueeze(-1) if input.dim() else input
+    return addmm(column, mat, vec.unsqueeze(-1), beta=beta, alpha=alpha).squeeze(-1)
+
+
+def mv(mat: torch.Tensor, vec: torch.Tensor) -> torch.Tensor:
+    """``aten.mv``: ``mat`` x the vector as a one-column matrix."""
+    return _run(ProductCall(MatrixProduct(), _bare, aten.mm.default, weight=False), mat, vec.unsqueeze(-1)).squeeze(-1)
+
+
+def dot(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """``aten.dot``: ``mv`` of ``left`` as a one-row matrix."""
+    return mv(left.unsqueeze(0), right).reshape(())
 
 
 def _bare(y: torch.Tensor) -> torch.Tensor:

@@ -158,3 +158,5 @@ def core_version(version: str) -> Iterator[numerics.NumericsProfile]:
 # The seeds' training API (mluverify.device.training), where the seeds call it: ct.set_cnml_enabled, ct.to.
 from mluverify.device.training import (  # noqa: E402,F401
     get_cnml_enabled, get_rng_state, initial_seed, manual_seed, set_cnml_enabled, set_rng_state, to)
+# The seeds' offline mode: ct.save_as_cambricon(name) around a fused run (docs/fusion.md).
+from mluverify.device.offline import save_as_cambricon  # noqa: E402,F401

@@ -12,6 +12,11 @@ On a target whose mode is in ``COMPILED_MODES`` (``cpu:inductor``, ``cuda:induct
   compiled and other targets draws the usual number of examples everywhere);
 - the OpInfo suite runs the first sample of each OpInfo entry (the others are deselected);
 - the networks run as on any target;
+- on the fused targets (``FUSED_MODES``: ``mlu:cnml``, ``mlu:offline``), where every case is
+  captured and built into a fused program, the OpInfo suite also runs the first sample of each
+  OpInfo entry per core version and precision, and the op suites' hypothesis tests draw
+  ``FUSED_EXAMPLES`` examples (the first ones of the profile's sequence); ``mlu:cnnl`` runs every
+  sample and example with the same kernels;
 - known compiler deviations are waived from ``reports/inductor/waivers.toml`` (case-id glob ->
   ``reason``, ``until``; each with a minimal reproducer script beside it), as ``mlu_waiver`` marks.
 
@@ -29,6 +34,8 @@ from mluverify.case import Target
 from mluverify.config import matches_case_id
 
 COMPILED_MODES = ("inductor",)
+FUSED_MODES = ("cnml", "offline")  # each case captured and built into a fused program
+FUSED_EXAMPLES = 3
 WAIVERS_FILE = Path("reports") / "inductor" / "waivers.toml"  # relative to the rootdir
 COMPILED_PROFILE = "mluverify-compiled"
 # Hypothesis always tries the simplest example first (a one-element tensor: the scalar tail of
@@ -62,7 +69,8 @@ def pytest_collection(session: pytest.Session) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     compiled = [item for item in items if _target_of(item) is not None and is_compiled(_target_of(item))]
-    repeated = _later_opinfo_samples(compiled)
+    fused = [item for item in items if _target_of(item) is not None and _target_of(item).mode in FUSED_MODES]
+    repeated = _later_opinfo_samples(compiled + fused)
     if repeated:
         items[:] = [item for item in items if item not in repeated]
         config.hook.pytest_deselected(items=list(repeated))
@@ -76,15 +84,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 break
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """A hypothesis test on a fused target draws ``FUSED_EXAMPLES`` examples. Hypothesis reads a
+    test's settings from the decorated function at each call (hypothesis.core), and one test
+    function serves every target, so they are narrowed for this call only."""
+    test = getattr(item, "obj", None)
+    original = getattr(test, "_hypothesis_internal_use_settings", None)
+    target = _target_of(item)
+    if original is None or target is None or target.mode not in FUSED_MODES:
+        return (yield)
+    from hypothesis import settings
+
+    test._hypothesis_internal_use_settings = settings(original, max_examples=min(original.max_examples, FUSED_EXAMPLES))
+    try:
+        return (yield)
+    finally:
+        test._hypothesis_internal_use_settings = original
+
+
 def _later_opinfo_samples(items: list[pytest.Item]) -> set[pytest.Item]:
-    """OpInfo items (a ``case`` parameter with an ``op``) after the first of their entry and target."""
-    seen: set[tuple[str, str]] = set()
+    """OpInfo items (a ``case`` parameter with an ``op``) after the first of their entry, target,
+    core version and precision."""
+    seen: set[tuple[str, ...]] = set()
     later = set()
     for item in items:
         case = item.callspec.params.get("case")
         if getattr(case, "op", None) is None:
             continue
-        key = (str(_target_of(item)), case.op)
+        key = (str(_target_of(item)), str(item.callspec.params.get("mlu_core_version", "")), case.op,
+               getattr(case, "dtype", ""))
         if key in seen:
             later.add(item)
         seen.add(key)

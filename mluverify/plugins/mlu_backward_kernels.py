@@ -67,7 +67,7 @@ def _overload(name: str):
 def convolution_backward(grad_output, input, weight, stride, padding, dilation, transposed, output_padding,
                          groups, output_mask):
     """``convolution_backward_overrideable``: grad_input and grad_weight are products computed as
-    the forward convolution's (``contractions.device_product``: quantized on MLU270, TF32 and
+    the forward convolution's (``contractions.device_result``: quantized on MLU270, TF32 and
     split across cores on MLU370), the bias gradient a per-core sum of grad_output."""
     from mluverify.device import cnnl_ops
     from mluverify.device._conv_gradients import InputGradient, WeightGradient, product_kernel

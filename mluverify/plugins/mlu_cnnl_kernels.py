@@ -20,6 +20,8 @@ ELEMENTWISE = (
     "div.Tensor", "div_.Tensor", "div.Scalar", "div_.Scalar", "div.Tensor_mode",
     "relu", "relu_", "hardtanh", "hardtanh_", "leaky_relu", "leaky_relu_",
     "abs", "neg", "clamp", "clamp_", "clamp_min", "clamp_max",
+    "clamp.Tensor", "clamp_.Tensor", "clamp_min.Tensor", "clamp_max.Tensor", "maximum", "minimum", "fill.Scalar",
+    "round.decimals",
     "fill_.Scalar", "fill_.Tensor", "zero_",
     "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_max_pool2d",
     "max", "max.dim", "min", "min.dim", "argmax", "argmin",

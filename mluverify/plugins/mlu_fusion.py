@@ -39,6 +39,25 @@ FUSIBLE_OPS: tuple[str, ...] = (
 )
 
 
+# Seed 001, "算子支持": "任何已经实现的算子都可以同时采用在线逐层、在线融合和离线模式的任何一种进行使用"
+# (any implemented op can be used layer by layer, fused or offline): every op with a device
+# kernel is fusible too, and so are the torch-level ops capture keeps whole that lower to them.
+LOWERED_TO_KERNELS: tuple[str, ...] = (
+    "aten::conv1d", "aten::conv3d", "aten::conv_transpose1d", "aten::conv_transpose2d",
+    "aten::conv_transpose3d", "aten::group_norm", "aten::max_pool1d", "aten::max_pool3d",
+    "aten::avg_pool1d", "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool3d",
+    "aten::adaptive_max_pool1d", "aten::adaptive_max_pool2d", "aten::upsample_nearest1d.vec",
+    "aten::upsample_nearest2d.vec", "aten::upsample_nearest3d.vec", "aten::upsample_bilinear2d.vec",
+    "aten::upsample_linear1d.vec", "aten::upsample_trilinear3d.vec", "aten::matmul", "aten::log_softmax.int",
+    "aten::conv1d.padding", "aten::conv2d.padding", "aten::conv3d.padding", "aten::conv_transpose2d.input",
+    "aten::conv_transpose3d.input", "aten::std", "aten::std.dim", "aten::var", "aten::var.dim", "aten::relu6",
+    "aten::true_divide.Tensor", "aten::max.other", "aten::min.other", "aten::zeros", "aten::lstm.input",
+    "aten::gru.input",
+)
+
+
 @hookimpl
 def mluverify_fusible_ops() -> Iterable[str]:
-    return FUSIBLE_OPS
+    from mluverify.device import kernel_registry  # the emulator's kernels: this plugin is its fusion
+
+    return FUSIBLE_OPS + LOWERED_TO_KERNELS + tuple(sorted(kernel_registry().op_names()))

@@ -2,8 +2,8 @@
 
 On ``mlu:cnml`` (fused, policy 2 %): a forced-fallback op (``DEBUG_FORCED_FALLBACK_OPS``) joins
 no group and the result stays within tolerance; an op the device lacks falls back to the CPU and
-the record names it; a model that cannot be captured falls back to layer by layer with its reason
-and stays within tolerance. With ``fuse()``: fusion off equals layer by layer bit for bit, and
+the record names it (a model that cannot be captured is status ``not_fused``: tests/judging).
+With ``fuse()``: fusion off equals layer by layer bit for bit, and
 compiled groups are cached by input signature.
 """
 from __future__ import annotations
@@ -37,14 +37,6 @@ class WithCumsum(ConvBlock):
         return torch.cumsum(super().forward(x), dim=-1)
 
 
-class DataDependent(ConvBlock):
-    """Control flow on a value: not capturable as one graph."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = super().forward(x)
-        return F.relu(y) if y.sum() > 0 else -y
-
-
 def _model(cls: type) -> nn.Module:
     torch.manual_seed(0)
     model = cls().eval()
@@ -73,20 +65,6 @@ def test_forced_fallback_op_joins_no_group_and_stays_within_tolerance(verify, mo
 def test_op_without_device_kernel_is_recorded_as_cpu_fallback(verify, records) -> None:
     verify(_model(WithCumsum), _input(), op="conv_block_cumsum")
     assert "aten::cumsum" in records[-1]["fallback_ops"], records[-1]["fallback_ops"]
-
-
-def test_uncapturable_model_is_not_fused_with_the_reason_never_a_pass(verify, records) -> None:
-    from mluverify.device import fuse, fusion_summary
-
-    with pytest.warns(UserWarning), pytest.raises(pytest.fail.Exception, match="not_fused: .*cannot capture DataDependent"):
-        verify(_model(DataDependent), _input(), op="data_dependent_model")
-    record = records[-1]
-    assert (record["status"], record["executed_as"], record["error"]) == ("not_fused", "layer-by-layer", "")
-    assert record["not_fused_reason"].startswith("cannot capture DataDependent: GuardOnDataDependentSymNode")
-    assert record["passed"]  # the value itself is within the bound: it is the verdict that says not_fused
-    fused = fuse(_model(DataDependent).to("mlu"), (_input().to("mlu"),))
-    fused(_input().to("mlu"))
-    assert fusion_summary(fused).layer_by_layer_reason
 
 
 def test_fusion_off_equals_layer_by_layer_and_groups_are_cached(mlu_target) -> None:

@@ -52,20 +52,35 @@ def _params() -> list:
     return params
 
 
-def _call(fn: Callable) -> Callable:
-    """``fn`` taking (input, args, kwargs): tensors anywhere in them move to the target."""
-    def call(input: Any, args: tuple, kwargs: dict) -> Any:
+def _tensor_call(fn: Callable, input: Any, args: tuple, kwargs: dict) -> tuple[Callable, list]:
+    """``fn(input, *args, **kwargs)`` as a callable of the sample's tensors alone, and those
+    tensors: they move to the target; everything else (sizes, dims, a ``dtype=``) stays bound,
+    as constants of the call (a fused target captures tensors as its inputs)."""
+    import torch
+    from torch.utils import _pytree as pytree
+
+    leaves, spec = pytree.tree_flatten((input, args, kwargs))
+    positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+
+    def call(*tensors: Any) -> Any:
+        filled = list(leaves)
+        for position, tensor in zip(positions, tensors):
+            filled[position] = tensor
+        input, args, kwargs = pytree.tree_unflatten(filled, spec)
         return fn(input, *args, **kwargs)
 
     call.__name__ = getattr(fn, "__name__", "opinfo_op")
-    return call
+    return call, [leaves[i] for i in positions]
 
 
 @pytest.mark.parametrize("case", _params())
 def test_opinfo_sample(verify, case) -> None:
     import torch
 
-    verify(_call(case.fn), case.input, case.args, case.kwargs, op=case.op, dtype=case.dtype,
+    call, tensors = _tensor_call(case.fn, case.input, case.args, case.kwargs)
+    # OpInfo's samples include inputs whose result is NaN by definition (the unbiased std of one
+    # element): NaN / Inf positions must still match the CPU's, the rest is judged.
+    verify(call, *tensors, op=case.op, dtype=case.dtype, expect_non_finite=True,
            reproducer=f"OpInfo {case.op!r} float32 CPU sample {case.index}, computed in {case.dtype} (torch "
                       f"{torch.__version__}, op_db samples seeded with 0); "
                       f"pytest -p mluverify suites/opinfo -k '{case.case_name}'")

@@ -65,6 +65,7 @@ class Binary(NamedTuple):
     fn: Callable
     other_low: float | None = None  # the second operand's domain (e.g. away from 0 for div)
     half_limit: float | None = None
+    low: float | None = None  # the first operand's domain (pow: a negative base to a fractional power is NaN)
 
 
 BINARY = (
@@ -75,7 +76,7 @@ BINARY = (
     Binary("mul", torch.mul, half_limit=200.0),
     Binary("div", torch.div, other_low=0.5),
     Binary("div_floor", functools.partial(torch.div, rounding_mode="floor"), other_low=0.5),
-    Binary("pow", torch.pow, other_low=0.0, half_limit=3.0),
+    Binary("pow", torch.pow, other_low=0.0, half_limit=3.0, low=0.0),
     Binary("maximum_where", lambda x, y: torch.where(x > y, x, y)),
     Binary("eq", torch.eq),
     Binary("ne", torch.ne),
@@ -127,7 +128,7 @@ def test_binary_broadcast(verify, op: Binary, dtype: str, data) -> None:
     other_shape = data.draw(broadcastable_shapes(shape), label="other_shape")
     if data.draw(st.booleans(), label="swap"):  # broadcasting from either side
         shape, other_shape = other_shape, shape
-    low, high = _domain(None, None, dtype, op.half_limit)
+    low, high = _domain(op.low, None, dtype, op.half_limit)
     x = data.draw(tensors(shape, low=low, high=high, grid=dtype), label="x")
     other_low, other_high = _domain(op.other_low, None, dtype, op.half_limit)
     y = data.draw(tensors(other_shape, low=other_low, high=other_high, grid=dtype), label="y")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from mluverify.plugins.compiled_selection import EXAMPLES, is_compiled
+from mluverify.plugins.compiled_selection import EXAMPLES, FUSED_EXAMPLES, is_compiled
 
 pytestmark = pytest.mark.slow  # two pytest subprocesses
 
@@ -63,10 +63,10 @@ def suite(pytester, monkeypatch):
     log = pytester.path / "selection.log"
     monkeypatch.setenv("SELECTION_LOG", str(log))
 
-    def run(target: str) -> list[str]:
+    def run(*targets: str) -> list[str]:
         log.write_text("")
-        result = pytester.runpytest_subprocess("-p", "mluverify", "--mlu-target", target, "-p", "no:cacheprovider",
-                                               "--mlu-report", str(pytester.path / "run"))
+        result = pytester.runpytest_subprocess("-p", "mluverify", *(f"--mlu-target={t}" for t in targets),
+                                               "-p", "no:cacheprovider", "--mlu-report", str(pytester.path / "run"))
         assert result.ret == 0, result.stdout.str()
         return log.read_text().splitlines()
 
@@ -86,6 +86,15 @@ def test_other_targets_run_the_suites_unchanged(suite):
     assert [line for line in lines if line.startswith("sample")] == [
         "sample cpu64:eager a 0", "sample cpu64:eager a 1", "sample cpu64:eager b 0"]
     assert "waiver cpu64:eager none" in lines
+
+
+def test_a_fused_target_draws_fewer_examples_and_one_sample_per_entry_beside_a_full_target(suite):
+    """In one run (one process, one hypothesis profile) with ``mlu:cnml`` and ``cpu64:eager``."""
+    lines = suite("mlu:cnml", "cpu64:eager")
+    assert (lines.count("drawn mlu:cnml"), lines.count("drawn cpu64:eager")) == (FUSED_EXAMPLES, 6) == (3, 6)
+    assert [line for line in lines if line.startswith("sample")] == [
+        "sample mlu:cnml a 0", "sample mlu:cnml b 0", "sample cpu64:eager a 0", "sample cpu64:eager a 1",
+        "sample cpu64:eager b 0"]
 
 
 def test_compiled_targets_are_those_of_the_inductor_mode():

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 import numerics_reference as ref
 from mluverify.device import mlu_model, numerics
+import mluverify.device as md
 from mluverify.device.numerics import numerics_settings
 
 
@@ -415,3 +416,42 @@ def test_reductions_of_empty_inputs_give_the_ops_definition(name):
     got = on_mlu(fn, x)
     assert got.shape == expected.shape and got.dtype == expected.dtype
     torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)
+
+
+# --- vector products are the matmul class; tensor-bound clamps are exact ops -------------------
+
+
+@pytest.mark.parametrize("name", ["dot", "mv", "addmv"])
+def test_vector_products_are_quantized_like_every_product(name, seeded):
+    """``torch.matmul`` of 1-d operands (dot) and matrix-vector products (mv, addmv) are
+    products of the matmul class: int8 operands per tensor, the exact integer sum dequantized."""
+    matrix, vector, bias = randn(7, 40, gen=seeded), randn(40, gen=seeded), randn(7, gen=seeded)
+    left = matrix[0] if name == "dot" else matrix
+    q_left, s_left = ref.quantize(left.numpy(), 127)
+    q_vector, s_vector = ref.quantize(vector.numpy(), 127)
+    expected = ref.dequantize(np.asarray(q_left @ q_vector), s_left, s_vector)
+    if name == "addmv":
+        expected = expected + bias.numpy()
+    fn = {"dot": torch.dot, "mv": torch.mv, "addmv": lambda m, v: torch.addmv(bias.to(m.device), m, v)}[name]
+    with numerics_settings(core_version="MLU270", matmul_precision="int8"), md.track_fallbacks() as fallbacks:
+        got = on_mlu(fn, left, vector)
+    assert not fallbacks.ops, fallbacks.ops
+    np.testing.assert_array_equal(got.numpy(), np.asarray(expected, dtype=np.float32))
+
+
+CLAMPS = {  # name -> (torch form, numpy form)
+    "clamp": (lambda x, lo, hi: torch.clamp(x, lo, hi), lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi)),
+    "clamp_min": (lambda x, lo, hi: torch.clamp_min(x, lo), lambda x, lo, hi: np.maximum(x, lo)),
+    "clamp_max": (lambda x, lo, hi: torch.clamp_max(x, hi), lambda x, lo, hi: np.minimum(x, hi)),
+    "clamp_": (lambda x, lo, hi: x.clone().clamp_(lo, hi), lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi)),
+}
+
+
+@pytest.mark.parametrize("name", CLAMPS)
+def test_clamps_with_tensor_bounds_run_on_the_device_exactly(name, seeded):
+    x, low, high = randn(6, 5, gen=seeded), randn(5, gen=seeded) - 1, randn(6, 1, gen=seeded) + 1
+    fn, np_fn = CLAMPS[name]
+    with md.track_fallbacks() as fallbacks:
+        got = on_mlu(fn, x, low, high)
+    assert not fallbacks.ops, fallbacks.ops
+    np.testing.assert_array_equal(got.numpy(), np_fn(x.numpy(), low.numpy(), high.numpy()))

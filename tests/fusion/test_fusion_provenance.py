@@ -79,7 +79,7 @@ def test_data_dependent_control_flow_on_cnml_is_layer_by_layer_with_the_reason(m
 def test_an_item_read_as_a_number_splits_the_graph_partially_fused():
     execution = execute(ItemScale(), (X,))
     assert execution.executed_as == "partially fused"
-    assert "aten::item" in execution.not_fused_reason and "aten::max" in execution.not_fused_reason
+    assert "aten::item" in execution.not_fused_reason  # the max before it has a device kernel: fused
     assert torch.equal(execution.output, X * X.abs().max())
 
 
@@ -263,3 +263,35 @@ def test_transformer_networks_run_fused_within_the_cnml_bound(name, dtype):
     assert (execution.executed_as, execution.not_fused_reason, execution.fallback_ops) == ("fused", "", ())
     verdict = compare(map_tensors(torch.Tensor.float, execution.output), model(x), mode="cnml")
     assert verdict.passed, verdict.reason
+
+
+def test_tensors_nested_in_the_inputs_are_captured_on_the_device():
+    """An op called as ``fn(input, args, kwargs)`` (the OpInfo suite's form): the tensors in the
+    argument tuple and the keyword dict are inputs of the fused program like the first one."""
+    def call(input, args, kwargs):
+        return torch.add(input, *args, **kwargs)
+
+    generator = torch.Generator().manual_seed(0)
+    x, y = torch.randn(4, 5, generator=generator), torch.randn(4, 5, generator=generator)
+    execution = MluBackend().execute(call, (x, (y,), {"alpha": 2.0}), {}, case=case_for("cnml", op="add"))
+    assert (execution.executed_as, execution.not_fused_reason) == ("fused", "")
+    np.testing.assert_array_equal(execution.output.numpy(), (x + 2.0 * y).numpy())
+
+
+@pytest.mark.parametrize("layer_type", [torch.nn.LSTM, torch.nn.GRU], ids=["lstm", "gru"])
+def test_recurrent_layers_fuse_into_the_devices_cell_kernels(layer_type):
+    """An LSTM / GRU (with its zero initial state) is one fusion group whose engine runs the
+    device's kernels (quantized addmm, sigmoid, tanh), not the CPU's oneDNN RNN kernel."""
+    torch.manual_seed(0)
+    layer = layer_type(5, 7, 2, bidirectional=True).eval()
+    x = torch.randn(4, 3, 5)
+    expected = layer(x)[0]
+    with torch.no_grad():
+        fused = fuse(layer.to("mlu"), (x.to("mlu"),))
+        output = fused(x.to("mlu"))[0].cpu()
+    assert fusion_summary(fused).executed_as == "fused"
+    program = fused.runtime.program((x.to("mlu"),))
+    engine_ops = {getattr(node.target, "__name__", str(node.target)) for group in program.groups
+                  for node in group.engine.graph.nodes if node.op == "call_function"}
+    assert "addmm" in engine_ops and not any("mkldnn" in name or "rnn" in name for name in engine_ops), engine_ops
+    assert compare(output, expected, mode="cnml").passed

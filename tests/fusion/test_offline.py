@@ -85,13 +85,13 @@ def test_offline_models_run_in_a_fresh_process_without_the_compiler_bit_for_bit(
 def test_save_as_cambricon_around_the_seeds_fused_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     model = make_test_model()
-    offline.save_as_cambricon("test_model")
+    mlu_model.save_as_cambricon("test_model")  # the seeds' spelling: ct.save_as_cambricon
     try:
         traced = torch.jit.trace(model, X, check_trace=False)
         traced.to(mlu_model.mlu_device())
         online = traced(X.to("mlu")).cpu()
     finally:
-        offline.save_as_cambricon("")
+        mlu_model.save_as_cambricon("")
     assert offline.saving_as() is None
     loaded = offline.load(tmp_path / "test_model.cambricon")
     assert torch.equal(loaded(X.to("mlu")).cpu(), online)

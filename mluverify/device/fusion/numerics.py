@@ -218,10 +218,13 @@ def lower_to_device_ops(group: fx.GraphModule) -> fx.GraphModule:
         # A converted torch.jit module's graph has symbolic sizes: trace with their example values.
         inputs = [torch.empty_strided([example_value(n) for n in v.shape], [example_value(n) for n in v.stride()],
                                       dtype=v.dtype) for v in examples]
+        # oneDNN off: an LSTM lowers to its cell ops (the device's kernels), not to the CPU's
+        # mkldnn_rnn_layer, which is no device op.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tracing through bound parameters warns about grad
-            lowered = make_fx(group, decomposition_table=_lowering_table(), tracing_mode="fake",
-                              _allow_non_fake_inputs=True)(*inputs)
+            with torch.backends.mkldnn.flags(enabled=False):
+                lowered = make_fx(group, decomposition_table=_lowering_table(), tracing_mode="fake",
+                                  _allow_non_fake_inputs=True)(*inputs)
     except Exception:  # noqa: BLE001  any failure keeps the captured ops, which also run
         return group
     lowered.graph.eliminate_dead_code()

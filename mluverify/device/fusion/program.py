@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 
 import torch
+import torch.utils._pytree as pytree
 from torch import fx, nn
 
 from mluverify.device.fusion import _device
@@ -76,8 +77,9 @@ def build_program(model: nn.Module, inputs: tuple, settings: FusionSettings) -> 
 
     :raises CaptureError: when the model cannot be captured as one graph.
     """
-    on_device = any(_device.on_device(x) for x in inputs)
-    example = tuple(_device.as_cpu(x) if isinstance(x, torch.Tensor) else x for x in inputs)
+    # Tensors nested in the inputs (an op's argument tuple, its keyword dict) count as inputs too.
+    on_device = any(isinstance(x, torch.Tensor) and _device.on_device(x) for x in pytree.tree_leaves(inputs))
+    example = pytree.tree_map_only(torch.Tensor, _device.as_cpu, inputs)
     graph_module = capture(model, example, _device.as_cpu)
     names, outside = partition(graph_module, settings)
     groups = [build_group(graph_module, node) for node in list(graph_module.graph.nodes)
