@@ -30,9 +30,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from mluverify import status as statuses
 from mluverify.backends import Execution
-from mluverify.compare import compare, policy
+from mluverify.compare import compare
 from mluverify.provenance import is_op_under_test, ops_under_test_on_cpu
-from mluverify.reference import Golden, run_golden
 
 if TYPE_CHECKING:
     from mluverify.case import Case
@@ -69,8 +68,8 @@ def verify_gradients(session: Session, fn: Callable, args: tuple, kwargs: Mappin
         upstream = probe.upstream(args, kwargs)
         execution = backend.execute(probe, cast_floating((upstream, *args), case.dtype), dict(kwargs), case=case)
         expected = copy.deepcopy(probe)(upstream, *args, **kwargs)
-        judged_tolerance, golden, note = _tolerance_and_golden(session, probe, (upstream, *args), kwargs, case,
-                                                               tolerance, checks)
+        judged_tolerance, golden, note = session.tolerance_and_golden(probe, (upstream, *args), kwargs, case,
+                                                                         tolerance, checks)
     except Exception as exc:
         session.write(make_record(session.run_id, case, None, Execution(None), time.perf_counter() - started,
                                   status=statuses.ERRORED, why=_one_line(exc), error=_one_line(exc))
@@ -96,19 +95,6 @@ def _judged(session: Session, leaf: Leaf, tolerance: Tolerance, case: Case, chec
                       extra_metrics=session.extra_metrics, golden=leaf.golden, golden_rules=session.settings.golden,
                       expect_non_finite=checks.expect_non_finite)
     return replace(verdict, leaf=leaf.name + verdict.leaf)
-
-
-def _tolerance_and_golden(session: Session, probe, args: tuple, kwargs: Mapping[str, Any], case: Case,
-                          marker: Tolerance | float | None, checks: Checks) -> tuple[Tolerance, Golden, str]:
-    """The case's tolerance, the golden float64 probe run when asked for, and a note when it is
-    unavailable (then the mode's policy judges, as for outputs)."""
-    tolerance = session.tolerance(case, marker)
-    golden = run_golden(probe, args, kwargs) if checks.golden or tolerance.golden else Golden()
-    note = f"golden reference unavailable ({golden.unavailable})" if golden.unavailable else ""
-    if tolerance.golden and golden.output is None:
-        tolerance = policy(session.resolve(case.target)[1].policy(case.mode))
-        note += f"; judged by {tolerance.source} instead"
-    return tolerance, golden, note
 
 
 def _leaves(names: tuple[list[str], list[str]], actual: tuple, expected: tuple, golden: tuple | None) -> list[Leaf]:

@@ -150,15 +150,22 @@ class Session:
             return ""
         return identical(first.output, backend.execute(fn, args, dict(kwargs), case=case).output)
 
-    def _judge(self, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case, execution: Execution,
-               expected: Any, marker: Tolerance | float | None, checks: Checks) -> tuple[Verdict, str]:
-        """The verdict, and a note when the golden reference was asked for but is unavailable."""
+    def tolerance_and_golden(self, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case,
+                             marker: Tolerance | float | None, checks: Checks) -> tuple[Tolerance, Golden, str]:
+        """The case's tolerance, the golden float64 run of ``fn`` when asked for, and a note when
+        it is unavailable (then the mode's policy judges instead of ``golden``)."""
         tolerance = self.tolerance(case, marker)
         golden = run_golden(fn, args, kwargs) if checks.golden or tolerance.golden else Golden()
         note = f"golden reference unavailable ({golden.unavailable})" if golden.unavailable else ""
         if tolerance.golden and golden.output is None:
             tolerance = policy(self.resolve(case.target)[1].policy(case.mode))
             note += f"; judged by {tolerance.source} instead"
+        return tolerance, golden, note
+
+    def _judge(self, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case, execution: Execution,
+               expected: Any, marker: Tolerance | float | None, checks: Checks) -> tuple[Verdict, str]:
+        """The verdict, and a note when the golden reference was asked for but is unavailable."""
+        tolerance, golden, note = self.tolerance_and_golden(fn, args, kwargs, case, marker, checks)
         verdict = compare(as_reference_dtype(execution.output, case.dtype), expected, tolerance=tolerance,
                           dtype=case.dtype, extra_metrics=self.extra_metrics, golden=golden.output,
                           golden_rules=self.settings.golden, expect_non_finite=checks.expect_non_finite)
