@@ -3,7 +3,8 @@
 Written from the documented rules, not from mluverify's code: nothing here imports mluverify
 or torch. Integer products are exact (numpy int64, split into 15-bit halves where int64 could
 overflow); the per-core sums follow the split rule (parts of ceil(E / cores) elements, each
-part's sum rounded once to float32, partials added pairwise in float32); pooling windows are
+accumulated in float32 in 64 lanes, element by element, lanes and partials added pairwise in
+float32); pooling windows are
 walked one output position at a time.
 """
 from __future__ import annotations
@@ -108,17 +109,33 @@ def accumulation_bound(abs_products_sum: np.ndarray, terms: int, unit: float) ->
 # --- per-core sums -------------------------------------------------------------------------------
 
 
+LANES = 64
+
+
+def pairwise(terms: list) -> np.ndarray:
+    """float32 ``terms`` (a power-of-two count) added neighbours first: ((t0+t1)+(t2+t3))..."""
+    while len(terms) > 1:
+        terms = [terms[i] + terms[i + 1] for i in range(0, len(terms), 2)]
+    return terms[0]
+
+
+def lane_sum(part: np.ndarray) -> np.ndarray:
+    """A core's float32 sum of ``part`` (last axis): element j into lane j mod 64, each lane
+    summed in order, the 64 lane sums added pairwise."""
+    lanes = [None] * LANES
+    for j in range(part.shape[-1]):
+        lane = lanes[j % LANES]
+        lanes[j % LANES] = part[..., j] if lane is None else lane + part[..., j]
+    return pairwise([np.zeros(part.shape[:-1], F32) if lane is None else lane for lane in lanes])
+
+
 def core_partials_sum(values: np.ndarray, cores: int) -> np.ndarray:
-    """Per-core sum over the last axis of float32 ``values``."""
+    """Per-core sum over the last axis of float32 ``values``: contiguous parts of
+    ceil(E / cores) elements, each summed by ``lane_sum``, the partials added pairwise."""
+    values = values.astype(F32)
     extent = values.shape[-1]
     size = -(-extent // cores) if extent else 0
-    partials = []
-    for p in range(cores):
-        part = values[..., p * size:(p + 1) * size]
-        partials.append(np.sum(part, axis=-1, dtype=F64).astype(F32))
-    while len(partials) > 1:
-        partials = [partials[i] + partials[i + 1] for i in range(0, len(partials), 2)]
-    return partials[0]
+    return pairwise([lane_sum(values[..., p * size:(p + 1) * size]) for p in range(cores)])
 
 
 def core_sum(x: np.ndarray, axes, cores: int, keepdims: bool = False) -> np.ndarray:

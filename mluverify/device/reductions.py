@@ -6,9 +6,10 @@ group norm, average pooling; the matmul class in ``contractions``):
 1. The reduced elements, in row-major order of the reduced dims (a pooling window in
    row-major order of its positions), are split into ``cores`` contiguous parts of
    ``ceil(E / cores)`` elements; the last parts are shorter or empty (``split_bounds``).
-2. Each core rounds the sum of its part once to float32. (Emulated by summing the part in
-   float64, which is exact for float32 values unless their exponents span more than about
-   ``29 - log2(part size)`` binades: then the float64 sum rounds first, in torch's order.)
+2. Each core accumulates its part in float32 in ``LANES`` (64) vector lanes: element ``j`` of
+   the part goes to lane ``j mod 64``; each lane adds its elements in order, every add rounded
+   to float32; the lane sums are then added pairwise in float32, neighbours first
+   (``part_sums``).
 3. The ``cores`` partials (a power of two; empty parts give +0) are combined pairwise in
    float32, neighbours first: ``((p0 + p1) + (p2 + p3))`` (``combine_pairwise``).
 
@@ -29,6 +30,10 @@ import torch.nn.functional as F
 _F32 = torch.float32
 _F64 = torch.float64
 
+# Vector lanes per core: this project's choice (the seeds give none), a 256-byte float32
+# vector. It only matters for parts longer than 64 elements; below that a part is a pairwise tree.
+LANES = 64
+
 
 def split_bounds(extent: int, cores: int) -> list[tuple[int, int]]:
     """The ``[start, stop)`` of each core's part of ``extent`` elements (empty parts included)."""
@@ -46,6 +51,22 @@ def combine_pairwise(partials: torch.Tensor) -> torch.Tensor:
     return partials[..., 0]
 
 
+def part_sums(parts: torch.Tensor) -> torch.Tensor:
+    """Each core's float32 sum of its part (the last dim of ``parts``, ``(..., cores, size)``),
+    accumulated in ``LANES`` lanes. A part shorter than 64 uses the next power of two of lanes:
+    the missing lanes hold +0, which the pairwise tree adds exactly."""
+    size = parts.shape[-1]
+    lanes = min(LANES, 1 << max(size - 1, 0).bit_length())
+    steps = -(-size // lanes)
+    if steps * lanes != size:
+        parts = F.pad(parts, (0, steps * lanes - size))
+    rows = parts.reshape(*parts.shape[:-1], steps, lanes)
+    accumulator = rows[..., 0, :]
+    for step in range(1, steps):  # in order: each add rounds to float32
+        accumulator = accumulator + rows[..., step, :]
+    return combine_pairwise(accumulator)
+
+
 def core_sum_last(x: torch.Tensor, cores: int) -> torch.Tensor:
     """The per-core sum of float32 ``x`` over its last dim (that dim removed)."""
     extent = x.shape[-1]
@@ -54,8 +75,7 @@ def core_sum_last(x: torch.Tensor, cores: int) -> torch.Tensor:
     size = -(-extent // cores)
     if size * cores != extent:
         x = F.pad(x, (0, size * cores - extent))
-    partials = x.reshape(*x.shape[:-1], cores, size).sum(-1, dtype=_F64).to(_F32)
-    return combine_pairwise(partials)
+    return combine_pairwise(part_sums(x.reshape(*x.shape[:-1], cores, size)))
 
 
 def _normalized_dims(x: torch.Tensor, dims: Sequence[int] | None) -> list[int]:
@@ -264,11 +284,17 @@ def adaptive_avg_pool(x: torch.Tensor, output_size: Sequence[int], cores: int) -
     values = values.permute(order)
     values = values.reshape(*values.shape[:lead + nd], -1)
     element_index, extent = _window_flat_index(counts, offsets)
-    part_size = -(-extent // cores)
-    part = torch.div(element_index, part_size.unsqueeze(-1), rounding_mode="floor").clamp_(max=cores - 1)
-    partials = torch.zeros(*values.shape[:-1], cores, dtype=_F64)
-    partials.scatter_add_(-1, part.expand(*values.shape[:-1], part.shape[-1]), values.to(_F64))
-    return combine_pairwise(partials.to(_F32)) / extent.to(_F32)
+    part_size = (-(-extent // cores)).unsqueeze(-1)
+    part = torch.div(element_index, part_size, rounding_mode="floor").clamp_(max=cores - 1)
+    # Each slot's place in its window's parts, (part, offset in the part) flattened; a slot
+    # beyond its window holds +0 and is clamped into the last part, where it adds nothing.
+    longest = int(part_size.max())
+    offset = (element_index - part * part_size).clamp_(max=longest - 1)
+    place = part * longest + offset
+    parts = torch.zeros(*values.shape[:-1], cores * longest, dtype=_F32)
+    parts.scatter_add_(-1, place.expand(*values.shape[:-1], place.shape[-1]), values)
+    partials = part_sums(parts.unflatten(-1, (cores, longest)))
+    return combine_pairwise(partials) / extent.to(_F32)
 
 
 def _window_flat_index(counts: list[torch.Tensor], offsets: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

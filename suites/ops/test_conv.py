@@ -66,7 +66,9 @@ def geometries(draw, spatial: int, transposed: bool = False) -> Geometry:
     stride = draw(st.integers(1, 2))
     if transposed:
         padding = min(padding, ((min(sides) - 1) * stride + dilation * (kernel - 1)) // 2)
-    return Geometry(groups * draw(st.integers(1, 3)), groups * draw(st.integers(1, 4)), kernel,
+    # At least two input channels per group: a one-channel 1x1 convolution is a single product
+    # of two one-element tensors, which per-tensor quantization holds exactly.
+    return Geometry(groups * draw(st.integers(2, 3)), groups * draw(st.integers(1, 4)), kernel,
                     stride, padding, dilation, groups, sides)
 
 

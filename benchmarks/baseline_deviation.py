@@ -1,0 +1,58 @@
+"""How often the emulated MLU's float32 results differ from the CPU's, from a run's records, and
+why a reduction with a one-element result often does not.
+
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/baseline_deviation.py [RECORDS]`` (default:
+``reports/baseline/records.parquet``). "Differ" means ``max_abs > 0``: ``rel_mse`` reports a small
+total error as 0 (Cambricon's eps rule), so it cannot tell. The second part draws sums of
+normal float32 values and counts how often the device's per-core sum (4 cores, docs/device.md,
+"Reductions") has exactly the bits of ``torch.sum``: both are accurate, so a one-element result
+often rounds to the same float32 number, whatever the summation order.
+"""
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+import torch
+
+MATMUL = ("conv1d", "conv2d", "conv3d", "conv_transpose2d", "mm", "addmm", "addmm_alpha_beta", "bmm",
+          "linear", "linear_no_bias", "matmul_broadcast", "matmul_vector", "lstm", "gru")
+SCALAR_REDUCTIONS = ("sum", "mean", "var_unbiased")  # the ops suite's reductions to one element
+REDUCTIONS = (*SCALAR_REDUCTIONS, "sum_dim", "sum_dim_keepdim", "mean_dim", "var", "std", "softmax",
+              "log_softmax", "layer_norm", "group_norm", "avg_pool1d", "avg_pool2d",
+              "avg_pool2d_no_pad_count", "avg_pool3d", "adaptive_avg_pool2d")
+
+
+def share_line(label: str, records: pd.DataFrame) -> str:
+    differ = records["max_abs"] > 0
+    return f"{label:58} {len(records):6} cases, {100 * differ.mean():5.1f} % differ ({int((~differ).sum())} equal)"
+
+
+def records_part(path: str) -> None:
+    records = pd.read_parquet(path)
+    float32 = records[(records["dtype"] == "float32") & records["target"].str.startswith("mlu")]
+    ops = float32[float32["suite"] == "ops"]
+    reductions = ops[ops["op"].isin(REDUCTIONS)]
+    print(f"{path}: {len(records)} records, {int((records['value'] == 0).sum())} with value 0")
+    print(share_line("every float32 mlu output", float32))
+    print(share_line("ops suite, the matmul class", ops[ops["op"].isin(MATMUL)]))
+    print(share_line("ops suite, per-core reductions", reductions))
+    print(share_line("  of which one-element results (sum, mean, var_unbiased)",
+                     reductions[reductions["op"].isin(SCALAR_REDUCTIONS)]))
+    print(share_line("  of which the others", reductions[~reductions["op"].isin(SCALAR_REDUCTIONS)]))
+
+
+def scalar_sum_part(draws: int = 200) -> None:
+    from mluverify.device.reductions import core_sum
+
+    generator = torch.Generator().manual_seed(0)
+    for size in (64, 512, 2448, 5832, 100_000):
+        same = sum(bool(core_sum(x, None, 4) == x.sum())
+                   for x in (torch.randn(size, generator=generator) for _ in range(draws)))
+        print(f"sum of {size:7} normal float32 values: device bits == torch.sum in {100 * same / draws:4.1f} % "
+              f"of {draws} draws")
+
+
+if __name__ == "__main__":
+    records_part(sys.argv[1] if len(sys.argv) > 1 else "reports/baseline/records.parquet")
+    scalar_sum_part()
