@@ -6,7 +6,8 @@ Run: ``PYTHONPATH=. .venv/bin/python benchmarks/baseline_deviation.py [RECORDS]`
 total error as 0 (Cambricon's eps rule), so it cannot tell. The second part draws sums of
 normal float32 values and counts how often the device's per-core sum (4 cores, docs/device.md,
 "Reductions") has exactly the bits of ``torch.sum``: both are accurate, so a one-element result
-often rounds to the same float32 number, whatever the summation order.
+often rounds to the same float32 number, whatever the summation order. The third part counts,
+per input distribution of the suites, how often a sum over one dim equals the CPU's everywhere.
 """
 from __future__ import annotations
 
@@ -53,6 +54,27 @@ def scalar_sum_part(draws: int = 200) -> None:
               f"of {draws} draws")
 
 
+def distribution_part(draws: int = 200) -> None:
+    """Sums over one dim of tensors shaped like the ops suite's (2-3 sides of 8 to 18), per
+    input distribution of ``mluverify.strategies``: how many cases equal the CPU's bit for bit."""
+    import numpy as np
+
+    from mluverify.device.reductions import core_sum
+    from mluverify.strategies import DISTRIBUTIONS, values
+
+    rng = np.random.default_rng(0)
+    for distribution in DISTRIBUTIONS:
+        same = 0
+        for seed in range(draws):
+            shape = tuple(int(side) for side in rng.integers(8, 19, rng.integers(2, 4)))
+            x = torch.from_numpy(values(shape, distribution, seed))
+            dim = int(rng.integers(0, len(shape)))
+            same += bool(torch.equal(core_sum(x, [dim], 4), x.sum(dim)))
+        print(f"sum over one dim, {distribution:12} inputs: every element equal to torch.sum's in "
+              f"{100 * same / draws:5.1f} % of {draws} cases")
+
+
 if __name__ == "__main__":
     records_part(sys.argv[1] if len(sys.argv) > 1 else "reports/baseline/records.parquet")
     scalar_sum_part()
+    distribution_part()

@@ -8,7 +8,10 @@ the clock stops) and divided by the undumped forward run just before it; the tab
 medians of those ratios, in wall-clock time and in this process's CPU time (steadier on a
 shared machine). msprobe (``pip install -e '.[bench]'``) runs last, timed as
 ``start(); forward; stop(); step()``: it patches torch's APIs, so the forwards after it are
-timed again. Not a timed test: it prints, with the machine's load averages.
+timed again. Two rows break level 0's cost down: "pass-through modes" (the Dumper's function
+and dispatch modes with handlers that only call through: the floor of any dump) and "index, 0,
+journal unwritten" (level 0 with the journal's per-op pickling and write(2) switched off).
+Not a timed test: it prints, with the machine's load averages.
 """
 from __future__ import annotations
 
@@ -25,12 +28,47 @@ from typing import Callable
 
 import torch
 
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
 from mluverify.dump import Dumper, capture
-from mluverify.dump import _summary, _writer
+from mluverify.dump import _index, _summary, _writer
 from mluverify.dump._format import format_numbers
 
+class PassThroughFunctions(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+class PassThroughOps(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def pass_through_modes(path: Path):
+    """The Dumper's two modes with handlers that only call through: the floor of any dump."""
+    path.mkdir(parents=True)  # nothing is written; the caller removes it
+    with PassThroughFunctions(), PassThroughOps():
+        yield
+
+
+@contextlib.contextmanager
+def journal_in_memory(path: Path):
+    """A level-0 index dump whose journal keeps its frames without pickling or writing them."""
+    original = _index.IndexJournal.append
+    _index.IndexJournal.append = lambda journal, frame: journal._frames.append(frame)
+    try:
+        with Dumper(path, level=0, layout="index"):
+            yield
+    finally:
+        _index.IndexJournal.append = original
+
+
 VARIANTS: tuple[tuple[str, Callable[[Path], contextlib.AbstractContextManager]], ...] = (
+    ("pass-through modes", pass_through_modes),
     ("index, level 0", lambda path: Dumper(path, level=0, layout="index")),
+    ("index, 0, journal unwritten", journal_in_memory),
     ("index, level 1", lambda path: Dumper(path, level=1, layout="index")),
     ("capture (16 MiB of values)", lambda path: capture(path)),
     ("cambricon, level 0", lambda path: Dumper(path, level=0)),
