@@ -67,7 +67,7 @@ def part_sums(parts: torch.Tensor) -> torch.Tensor:
     # numpy adds the rows of a C-ordered (steps, n) array one after another, in float32 (its
     # pairwise summation runs only along the contiguous axis, and n >= 64 here): each lane in
     # order, in one pass. torch's CPU sum would cascade them; a loop over steps costs ~3 us each.
-    by_step = rows.detach().movedim(-2, 0).contiguous().numpy().reshape(steps, -1)
+    by_step = rows.detach().movedim(-2, 0).contiguous().numpy().reshape(steps, rows.numel() // steps)
     lane_sums = torch.from_numpy(np.add.reduce(by_step, axis=0))
     return combine_pairwise(lane_sums.reshape(*rows.shape[:-2], lanes))
 
@@ -98,7 +98,8 @@ def core_sum(x: torch.Tensor, dims: Sequence[int] | None, cores: int, keepdim: b
     if scalar:
         x = x.reshape(1)
     kept = [d for d in range(x.dim()) if d not in reduced]
-    moved = x.permute(*kept, *reduced).reshape(*(x.shape[d] for d in kept), -1) if reduced else x.unsqueeze(-1)
+    extent = math.prod(x.shape[d] for d in reduced)  # not -1: kept dims may hold no element
+    moved = x.permute(*kept, *reduced).reshape(*(x.shape[d] for d in kept), extent) if reduced else x.unsqueeze(-1)
     total = core_sum_last(moved, cores)
     if scalar:
         return total.reshape(())

@@ -18,6 +18,7 @@ import numerics_reference as ref
 from mluverify.device import kernel_mode, numerics
 from mluverify.device.fusion import fuse, fusion_summary
 from mluverify.device.numerics import numerics_settings
+from mluverify.device.reductions import core_sum
 
 CORES = [1, 4, 16]
 
@@ -48,6 +49,14 @@ def test_sum_and_mean(cores, x):
     same_bits(on_cores(cores, lambda t: t.sum(-1, keepdim=True), x), ref.core_sum(a, (-1,), cores, keepdims=True))
     same_bits(on_cores(cores, lambda t: t.mean(2), x), ref.core_mean(a, (2,), cores))
     same_bits(on_cores(cores, torch.mean, x), ref.core_mean(a, None, cores))
+
+
+@pytest.mark.parametrize("cores", CORES)
+def test_sums_with_no_element_kept_or_reduced(cores):
+    """Long reduced extents (several lane steps) beside an empty kept dim, and the reverse."""
+    empty_rows = np.zeros((0, 1000), np.float32)
+    assert core_sum(torch.from_numpy(empty_rows), [1], cores).shape == (0,)
+    same_bits(core_sum(torch.from_numpy(empty_rows), [0], cores), np.zeros(1000, np.float32))
 
 
 @pytest.mark.parametrize("cores", CORES)
