@@ -5,7 +5,7 @@ group norm, average pooling; the matmul class in ``contractions``):
 
 1. The reduced elements, in row-major order of the reduced dims (a pooling window in
    row-major order of its positions), are split into ``cores`` contiguous parts of
-   ``ceil(E / cores)`` elements; the last parts are shorter or empty (``split_bounds``).
+   ``ceil(E / cores)`` elements; the last parts are shorter or empty (``core_sum_last``).
 2. Each core accumulates its part in float32 in ``LANES`` (64) vector lanes: element ``j`` of
    the part goes to lane ``j mod 64``; each lane adds its elements in order, every add rounded
    to float32; the lane sums are then added pairwise in float32, neighbours first
@@ -34,12 +34,6 @@ _F64 = torch.float64
 # Vector lanes per core: this project's choice (the seeds give none), a 256-byte float32
 # vector. It only matters for parts longer than 64 elements; below that a part is a pairwise tree.
 LANES = 64
-
-
-def split_bounds(extent: int, cores: int) -> list[tuple[int, int]]:
-    """The ``[start, stop)`` of each core's part of ``extent`` elements (empty parts included)."""
-    size = -(-extent // cores)
-    return [(min(p * size, extent), min((p + 1) * size, extent)) for p in range(cores)]
 
 
 def combine_pairwise(partials: torch.Tensor) -> torch.Tensor:

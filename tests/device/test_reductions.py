@@ -158,7 +158,8 @@ class LongMean(nn.Module):
 def test_core_number_changes_a_fused_long_sums_bits_within_the_bound():
     """The same fused program, core number 1 and 16: different bits, each within the documented
     rounding (ceil(part / 64) additions per lane, log2(64) to add the lanes and log2(cores) to
-    add the partials, each at most u sum|x|, then the division) of the exact mean; layer by layer the core number changes nothing.
+    add the partials, each at most u sum|x|, then the division) of the exact mean; layer by
+    layer the core number changes nothing.
     Positive then negative halves: the parts' sums are large beside the total, so their
     rounding shows."""
     x = torch.rand(100_000, generator=torch.Generator().manual_seed(10)) + 0.5
