@@ -5,8 +5,9 @@ Run: ``PYTHONPATH=. .venv/bin/python benchmarks/baseline_deviation.py [RECORDS]`
 ``reports/baseline/records.parquet``). "Differ" means ``max_abs > 0``: ``rel_mse`` reports a small
 total error as 0 (Cambricon's eps rule), so it cannot tell. The second part draws sums of
 normal float32 values and counts how often the device's per-core sum (4 cores, docs/device.md,
-"Reductions") has exactly the bits of ``torch.sum``: both are accurate, so a one-element result
-often rounds to the same float32 number, whatever the summation order. The third part counts,
+"Reductions") has exactly the bits of ``torch.sum``, for 4, 16 and 64 lanes per core: both are
+accurate, so a one-element result often rounds to the same float32 number, whatever the
+summation order. It also splits the records whose ``value`` is exactly 0. The third part counts,
 per input distribution of the suites, how often a sum over one dim equals the CPU's everywhere.
 """
 from __future__ import annotations
@@ -43,15 +44,34 @@ def records_part(path: str) -> None:
     print(share_line("  of which the others", reductions[~reductions["op"].isin(SCALAR_REDUCTIONS)]))
 
 
-def scalar_sum_part(draws: int = 200) -> None:
-    from mluverify.device.reductions import core_sum
+def zero_values_part(path: str) -> None:
+    """Why ``value`` (rel_mse with Cambricon's eps rule) is exactly 0 so often."""
+    records = pd.read_parquet(path)
+    zero = records[records["value"] == 0]
+    equal, small = zero[zero["max_abs"] == 0], zero[zero["max_abs"] > 0]
+    print(f"value == 0 in {len(zero)} of {len(records)} records: {len(equal)} bit for bit equal to the CPU, "
+          f"{len(small)} differ but the eps rule reads their total squared error as 0, "
+          f"{int(zero['max_abs'].isna().sum())} non-floating outputs (metric 'exact')")
+    by_suite = equal.groupby(["suite", "dtype"]).size()
+    print("  bit for bit equal, by suite: " + ", ".join(f"{suite} {dtype} {n}" for (suite, dtype), n in by_suite.items()))
 
-    generator = torch.Generator().manual_seed(0)
-    for size in (64, 512, 2448, 5832, 100_000):
-        same = sum(bool(core_sum(x, None, 4) == x.sum())
-                   for x in (torch.randn(size, generator=generator) for _ in range(draws)))
-        print(f"sum of {size:7} normal float32 values: device bits == torch.sum in {100 * same / draws:4.1f} % "
-              f"of {draws} draws")
+
+def scalar_sum_part(draws: int = 200) -> None:
+    """One-element sums: how often the device's bits equal torch.sum's, for several lane
+    counts (``reductions.LANES``, 64 on the device; the others only for this comparison)."""
+    from mluverify.device import reductions
+
+    for lanes in (4, 16, 64):
+        reductions.LANES, kept = lanes, reductions.LANES
+        try:
+            generator = torch.Generator().manual_seed(0)
+            for size in (64, 512, 5832, 100_000):
+                same = sum(bool(reductions.core_sum(x, None, 4) == x.sum())
+                           for x in (torch.randn(size, generator=generator) for _ in range(draws)))
+                print(f"{lanes:2} lanes, sum of {size:7} normal float32 values: device bits == torch.sum in "
+                      f"{100 * same / draws:4.1f} % of {draws} draws")
+        finally:
+            reductions.LANES = kept
 
 
 def distribution_part(draws: int = 200) -> None:
@@ -75,6 +95,8 @@ def distribution_part(draws: int = 200) -> None:
 
 
 if __name__ == "__main__":
-    records_part(sys.argv[1] if len(sys.argv) > 1 else "reports/baseline/records.parquet")
+    path = sys.argv[1] if len(sys.argv) > 1 else "reports/baseline/records.parquet"
+    records_part(path)
+    zero_values_part(path)
     scalar_sum_part()
     distribution_part()

@@ -10,13 +10,15 @@ shared machine). msprobe (``pip install -e '.[bench]'``) runs last, timed as
 ``start(); forward; stop(); step()``: it patches torch's APIs, so the forwards after it are
 timed again. Two rows break level 0's cost down: "pass-through modes" (the Dumper's function
 and dispatch modes with handlers that only call through: the floor of any dump) and "index, 0,
-journal unwritten" (level 0 with the journal's per-op pickling and write(2) switched off).
+journal unwritten" (level 0 with the journal's per-op pickling and write(2) switched off),
+"index, 0, gc off" (level 0 with Python's garbage collector off).
 Not a timed test: it prints, with the machine's load averages.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import io
 import os
 import shutil
@@ -65,10 +67,23 @@ def journal_in_memory(path: Path):
         _index.IndexJournal.append = original
 
 
+@contextlib.contextmanager
+def without_gc(path: Path):
+    """A level-0 index dump with Python's garbage collector off (the dump's objects trigger
+    collections that walk the model's objects too)."""
+    gc.disable()
+    try:
+        with Dumper(path, level=0, layout="index"):
+            yield
+    finally:
+        gc.enable()
+
+
 VARIANTS: tuple[tuple[str, Callable[[Path], contextlib.AbstractContextManager]], ...] = (
     ("pass-through modes", pass_through_modes),
     ("index, level 0", lambda path: Dumper(path, level=0, layout="index")),
     ("index, 0, journal unwritten", journal_in_memory),
+    ("index, 0, gc off", without_gc),
     ("index, level 1", lambda path: Dumper(path, level=1, layout="index")),
     ("capture (16 MiB of values)", lambda path: capture(path)),
     ("cambricon, level 0", lambda path: Dumper(path, level=0)),
