@@ -74,14 +74,14 @@ class _Op:
     info: OpInfo
     path: str  # relative to the dump root, "/"-separated
     header: tuple  # seq, op, name, path, parent: the index columns of all its rows
-    tensors: list[tuple] = field(default_factory=list)  # arg, role, file, summary columns
+    # per tensor: arg, role, file, the summary's columns, degraded, offset, nbytes
+    tensors: list[tuple] = field(default_factory=list)
     non_tensors: list[str] = field(default_factory=list)  # "name=value" of the other values
     references: tuple | None = None  # reference-chain (args, kwargs, inherited) with use_cpu
 
     def frame(self, errors: dict[str, Any] | None = None) -> tuple:
-        """The op's journal frame: one index row per tensor (see _index)."""
-        header = (*self.header, ", ".join(self.non_tensors))
-        return [(*header, *tensor) for tensor in self.tensors], errors
+        """The op's journal frame: its columns, its tensors' columns, errors (see _index)."""
+        return (*self.header, ", ".join(self.non_tensors)), self.tensors, errors
 
 
 class Dumper:

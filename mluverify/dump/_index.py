@@ -7,15 +7,17 @@ tensor's row with no number in it to analyse.
 
 While dumping, each op is appended to the journal ``index.journal`` as one length-prefixed
 pickle frame as soon as it finishes (a crash or a full disk loses at most the op being
-written; pickle because JSON's float printing costs 10x more per op). A frame is ``(rows, errors)``:
-rows are tuples in ``COLUMNS`` order, not dicts, which are slower to build and to pickle per
-op (benchmarks/dump_overhead.py, index level 0, is the figure this keeps low);
-``errors`` (``use_cpu``: metrics of the op's own, inherited and total error, or None) belong
-to the op's first result row. On exit the frames, also kept in memory, become
-``index.parquet`` and the journal is removed.
+written; pickle because JSON's float printing costs 10x more per op). A frame is
+``(op, tensors, errors)``: ``op`` holds the op's columns (``OP_COLUMNS``), each of
+``tensors`` the rest of ``COLUMNS`` for one of its tensors: tuples rather than dicts or whole
+rows, which are slower to build and to pickle per op (benchmarks/dump_overhead.py, index level
+0, is the figure this keeps low); ``errors`` (``use_cpu``: metrics of the op's own, inherited
+and total error, or None) belong to the op's first result row. On exit the frames, also kept
+in memory, become ``index.parquet`` and then the journal is removed.
 Journals are read back with an unpickler that refuses every global, so a foreign journal
-cannot run code. ``load`` reads whichever is there. Exact values of level-2
-tensors live in the binary sidecar ``values.bin`` (``offset``/``nbytes`` columns).
+cannot run code. ``load`` reads the journal while there is one, else the parquet. Exact
+values of level-2 tensors live in the binary sidecar ``values.bin`` (``offset``/``nbytes``
+columns).
 """
 from __future__ import annotations
 
@@ -44,10 +46,22 @@ FORMAT = "mluverify-dump/1"
 
 # Columns every index has, in frame order; metric columns are added when the dump ran with
 # use_cpu.
-COLUMNS = ("seq", "op", "name", "path", "parent", "non_tensors", "arg", "role", "file",
-           *TENSOR_COLUMNS, "degraded", "offset", "nbytes")
-_ROLE = COLUMNS.index("role")
+OP_COLUMNS = ("seq", "op", "name", "path", "parent", "non_tensors")
+COLUMNS = (*OP_COLUMNS, "arg", "role", "file", *TENSOR_COLUMNS, "degraded", "offset", "nbytes")
+_ROLE = COLUMNS.index("role") - len(OP_COLUMNS)  # in a frame's tensor tuple
 _LENGTH = struct.Struct("<Q")  # the byte length before each journal frame
+
+# The type of each of the COLUMNS in index.parquet, whatever the level (an all-empty column
+# keeps its type).
+_COLUMN_TYPES = {
+    **dict.fromkeys(("seq", "numel", "level", "nan", "inf", "offset", "nbytes"), pa.int64()),
+    **dict.fromkeys(("op", "name", "path", "parent", "non_tensors", "arg", "role", "file",
+                     "dtype"), pa.string()),
+    **dict.fromkeys(("shape", "stride"), pa.list_(pa.int64())),
+    "head": pa.list_(pa.float64()),
+    **dict.fromkeys(("min", "max", "mean", "abs_sum"), pa.float64()),
+    "degraded": pa.bool_(),
+}
 
 # Integer columns that some rows leave empty (statistics below level 1, sidecar below
 # level 2): nullable, not float.
@@ -75,16 +89,28 @@ class IndexJournal:
         """Close the journal and, if asked, write ``index.parquet`` and remove the journal."""
         self._file.close()
         if to_parquet:
+            sink = pa.BufferOutputStream()
             # A small file read whole: dictionaries and statistics would only cost time.
-            pq.write_table(pa.Table.from_pydict(frame_columns(self._frames)),
-                           self._directory / INDEX, use_dictionary=False,
+            pq.write_table(index_table(frame_columns(self._frames)), sink, use_dictionary=False,
                            write_statistics=False)
+            # The journal goes only once the index is whole: ``load`` reads the journal while
+            # it is there (a rename would cost another file-system operation per dump).
+            (self._directory / INDEX).write_bytes(sink.getvalue())
             os.remove(self._directory / JOURNAL)
+
+
+def index_table(columns: dict[str, list]) -> pa.Table:
+    """The index columns as an Arrow table: the ``COLUMNS`` with their fixed types (the same
+    schema at every level, and no type inference, which took half the time of writing the
+    index of a ResNet50 forward); metric columns (``use_cpu``) with inferred types."""
+    return pa.Table.from_arrays(
+        [pa.array(values, type=_COLUMN_TYPES.get(name)) for name, values in columns.items()],
+        names=list(columns))
 
 
 def frame_columns(frames: list[tuple]) -> dict[str, list]:
     """The index columns of op frames."""
-    rows = [row for frame in frames for row in frame[0]]
+    rows = [(*op, *tensor) for op, tensors, _ in frames for tensor in tensors]
     if not rows:
         return {name: [] for name in COLUMNS}
     columns = {name: list(values) for name, values in zip(COLUMNS, zip(*rows))}
@@ -95,12 +121,12 @@ def frame_columns(frames: list[tuple]) -> dict[str, list]:
 def _add_errors(columns: dict[str, list], frames: list[tuple]) -> None:
     """Put each op's ``errors`` on its first result row (columns made as they first occur)."""
     row = 0
-    for rows, errors in frames:
-        result = next((i for i, values in enumerate(rows) if values[_ROLE] == "result"), None)
+    for _, tensors, errors in frames:
+        result = next((i for i, values in enumerate(tensors) if values[_ROLE] == "result"), None)
         if errors and result is not None:  # a foreign frame may have errors but no result
             for name, value in errors.items():
                 columns.setdefault(name, [None] * len(columns["seq"]))[row + result] = value
-        row += len(rows)
+        row += len(tensors)
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -119,15 +145,16 @@ def meta_file(settings: dict[str, Any]) -> tuple[str, bytes]:
 def load(dump_dir: str | os.PathLike[str]) -> pd.DataFrame:
     """The index of a dump as a DataFrame, one row per dumped tensor.
 
-    Reads ``index.parquet``, or the journal of a run that did not finish. Raises
+    Reads ``index.parquet``, or the journal of a run that did not finish (also one that died
+    while writing ``index.parquet``: the journal is removed only after it). Raises
     RecordsError naming the file when the directory is not a readable mluverify dump.
     """
     directory = Path(dump_dir)
     _check_meta(directory)
-    if (directory / INDEX).exists():
-        frame = _read_parquet(directory / INDEX)
-    elif (directory / JOURNAL).exists():
+    if (directory / JOURNAL).exists():
         frame = _read_journal(directory / JOURNAL)
+    elif (directory / INDEX).exists():
+        frame = _read_parquet(directory / INDEX)
     else:
         raise RecordsError(f"{directory}: no {INDEX} or {JOURNAL}; not a mluverify dump "
                            f"(or one that wrote nothing)")
@@ -197,6 +224,10 @@ def _frame(path: Path, data: bytes, start: int) -> tuple:
 
 
 def _is_frame(frame: Any) -> bool:
-    return (isinstance(frame, tuple) and len(frame) == 2 and isinstance(frame[0], list)
-            and all(isinstance(row, tuple) and len(row) == len(COLUMNS) for row in frame[0])
-            and (frame[1] is None or isinstance(frame[1], dict)))
+    if not (isinstance(frame, tuple) and len(frame) == 3):
+        return False
+    op, tensors, errors = frame
+    return (isinstance(op, tuple) and len(op) == len(OP_COLUMNS) and isinstance(tensors, list)
+            and all(isinstance(tensor, tuple) and len(tensor) == len(COLUMNS) - len(OP_COLUMNS)
+                    for tensor in tensors)
+            and (errors is None or isinstance(errors, dict)))

@@ -6,11 +6,12 @@ mean and NaN/Inf counts; level 2 every value and the same statistics.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
 import sys
 import weakref
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -41,14 +42,23 @@ _NO_STATS = (None,) * 6  # level 0 keeps no statistics
 
 
 class TensorSummary(NamedTuple):
-    """One tensor as dumped: its printed block, the level used and its index columns
-    (``TENSOR_COLUMNS``), worked out once: an unchanged tensor's summary is reused for every
-    op that reads it. (A named tuple: one is made for every new tensor of a dump.)"""
+    """One tensor as dumped: the level used, its index columns (``TENSOR_COLUMNS``) and the
+    numbers its dump file prints, worked out once: an unchanged tensor's summary is reused for
+    every op that reads it. (A named tuple: one is made for every new tensor of a dump; the
+    printed block is built only where a file is written.)"""
 
-    block: TensorBlock
+    type_name: str  # C++ ScalarType name, for the printed block
     level: int
     fields: tuple
+    printed: Any  # the first 10 values (level 0), the abs sum (level 1), every value (level 2)
     exact: np.ndarray | None = None  # every value, for the binary sidecar (level 2 only)
+
+    @property
+    def block(self) -> TensorBlock:
+        """The tensor's block in a Cambricon dump file."""
+        _, shape, stride, numel = self.fields[:4]
+        values = np.asarray([self.printed]) if self.level == 1 else self.printed
+        return TensorBlock(self.type_name, tuple(shape), tuple(stride), numel, values)
 
 
 def summarize(tensor: torch.Tensor, level: int) -> TensorSummary:
@@ -58,20 +68,17 @@ def summarize(tensor: torch.Tensor, level: int) -> TensorSummary:
         return _empty_summary(tensor.dtype, shape, stride, level)
     described = _described(tensor.dtype, shape, stride, numel, level)
     name = type_name(tensor.dtype)
-    host = host_view(tensor)
     if level == 0:
-        head = _head(host)
-        return TensorSummary(TensorBlock(name, shape, stride, numel, head), level,
-                             (*described, _floats(head), *_NO_STATS))
+        head = _head_values(tensor, numel)
+        return TensorSummary(name, level, (*described, _floats(head), *_NO_STATS), head)
+    host = host_view(tensor)
     # Statistics on the CPU: a device's own reduction kernels may round (float16 on the MLU).
     stats = _stats(host)
     if level == 1:
-        values = np.asarray([stats[3]], dtype=_printed_dtype(tensor.dtype))  # the abs sum
-        return TensorSummary(TensorBlock(name, shape, stride, numel, values), level,
-                             (*described, None, *stats))
+        return TensorSummary(name, level, (*described, None, *stats),
+                             _printed_type(tensor.dtype)(stats[3]))  # the abs sum
     exact = _to_numpy(host)
-    return TensorSummary(TensorBlock(name, shape, stride, numel, exact), level,
-                         (*described, _floats(exact[:HEAD]), *stats), exact)
+    return TensorSummary(name, level, (*described, _floats(exact[:HEAD]), *stats), exact, exact)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -79,8 +86,9 @@ def _empty_summary(dtype: torch.dtype, shape: tuple[int, ...], stride: tuple[int
                   level: int) -> TensorSummary:
     """The summary of a tensor without elements, which its metadata alone decides (a
     ResNet50 forward makes 159 of them: batch norm's unused statistics and workspaces)."""
-    return TensorSummary(TensorBlock(type_name(dtype), shape, stride, 0, np.empty(0)), level,
-                         (*_described(dtype, shape, stride, 0, level), None, *_NO_STATS))
+    return TensorSummary(type_name(dtype), level,
+                         (*_described(dtype, shape, stride, 0, level), None, *_NO_STATS),
+                         np.empty(0))
 
 
 def _described(dtype: torch.dtype, shape: tuple[int, ...], stride: tuple[int, ...], numel: int,
@@ -96,7 +104,20 @@ def _dtype_text(dtype: torch.dtype) -> str:
 
 def host_view(tensor: torch.Tensor) -> torch.Tensor:
     """``tensor``'s values as a CPU tensor: itself on the CPU, a zero-copy alias of emulated
-    MLU memory (a copy would cost as much as the statistics), else a copy."""
+    MLU memory (a copy would cost as much as the statistics), else a copy. A negative or
+    conjugate view, whose memory holds the values before the sign or conjugation, comes back
+    resolved (a copy)."""
+    host = _host(tensor)
+    if tensor.is_neg() or tensor.is_conj():
+        if tensor.is_neg() and not host.is_neg():  # an alias of the memory lost the bit
+            host = torch._neg_view(host)
+        if tensor.is_conj() and not host.is_conj():
+            host = host.conj()
+        host = host.resolve_neg().resolve_conj()
+    return host
+
+
+def _host(tensor: torch.Tensor) -> torch.Tensor:
     if tensor.is_cpu:
         return tensor.detach()
     device = sys.modules.get("mluverify.device")  # loaded if and only if "mlu" is emulated
@@ -105,12 +126,47 @@ def host_view(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().cpu()
 
 
+# Dtypes whose first values are read as raw bytes (numpy lacks bfloat16; complex values
+# print through a host tensor).
+_NUMPY_TYPES = {dtype: np.dtype(name) for dtype, name in (
+    (torch.float32, "float32"), (torch.float64, "float64"), (torch.float16, "float16"),
+    (torch.int64, "int64"), (torch.int32, "int32"), (torch.int16, "int16"), (torch.int8, "int8"),
+    (torch.uint8, "uint8"), (torch.bool, "bool"))}
+
+
+def _head_values(tensor: torch.Tensor, numel: int) -> np.ndarray:
+    """A copy of the first ``HEAD`` values of ``tensor`` (any device). A contiguous CPU or
+    emulated-MLU tensor's are read from its memory: building a host tensor to read ten values
+    was most of a level-0 dump's cost per tensor (benchmarks/dump_overhead.py)."""
+    numpy_type = _NUMPY_TYPES.get(tensor.dtype)
+    if numpy_type is not None and tensor.is_contiguous() and not tensor.is_neg():
+        read_bytes = _byte_reader(tensor)
+        if read_bytes is not None:
+            return np.frombuffer(read_bytes(tensor, min(HEAD, numel) * numpy_type.itemsize),
+                                 numpy_type)
+    return _head(host_view(tensor))
+
+
+def _byte_reader(tensor: torch.Tensor) -> Callable[[torch.Tensor, int], bytes] | None:
+    """How to copy bytes from ``tensor``'s first element on: CPU and emulated-MLU memory only."""
+    if tensor.is_cpu:
+        return _read_cpu_bytes
+    device = sys.modules.get("mluverify.device")  # loaded if and only if "mlu" is emulated
+    if device is not None and tensor.device.type == device.DEVICE_TYPE:
+        return device.read_bytes
+    return None
+
+
+def _read_cpu_bytes(tensor: torch.Tensor, nbytes: int) -> bytes:
+    return ctypes.string_at(tensor.data_ptr(), nbytes)
+
+
 def _floats(values: np.ndarray) -> list[float]:
     """Values as floats, whatever the dtype: one parquet column type for every row's head."""
     return values.tolist() if values.dtype.kind == "f" else values.astype(float).tolist()
 
 
-def _printed_dtype(dtype: torch.dtype) -> type:
+def _printed_type(dtype: torch.dtype) -> type:
     return float if dtype.is_floating_point or dtype.is_complex else int
 
 

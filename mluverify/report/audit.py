@@ -120,7 +120,8 @@ def _admitted(work: "pd.DataFrame", table: "pd.DataFrame") -> "pd.Series":
                        & (failing["value"] <= failing["recommended_bound"])]
     text = admitted.assign(item=[f"{case} ({value:.3g})" for case, value in zip(admitted["case_id"], admitted["value"])])
     listed = text.groupby(GROUP, dropna=False)["item"].agg(lambda items: ", ".join(list(items)[:ADMITS_SHOWN]))
-    return listed.reindex(table.index).fillna("")
+    # object first: with nothing admitted the aggregate is an empty float column
+    return listed.astype(object).reindex(table.index).fillna("")
 
 
 def round_up(values, digits: int = SIGNIFICANT_DIGITS):

@@ -301,3 +301,15 @@ def test_an_output_reshaped_in_place_before_its_op_ran_gets_the_right_values(ker
         y.squeeze_(0).transpose_(0, 1)
     release.set()
     assert torch.equal(y.cpu(), -x[0].t())
+
+
+def test_read_bytes_reads_a_view_s_first_values_once_its_queued_writer_ran(kernel_override):
+    release = threading.Event()
+    kernel_override("aten::neg", _blocking(torch.neg, release))
+    x = torch.arange(8.0).to("mlu")
+    with ct.Queue(0):
+        y = torch.neg(x)
+    threading.Timer(0.2, release.set).start()
+    first = md.read_bytes(y[3:], 2 * y.element_size())
+    assert torch.equal(torch.frombuffer(bytearray(first), dtype=torch.float32),
+                       torch.tensor([-3.0, -4.0])), "read_bytes waited for neg, from the view's offset"

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from mluverify import hookimpl
-from mluverify.dump import Dumper, dump_diff
+from mluverify.dump import Dumper, dump_diff, load
 
 md = pytest.importorskip("mluverify.device")
 
@@ -69,3 +69,18 @@ def test_planted_wrong_kernel_is_the_first_offender(tmp_path, wrong_add):
     assert by_path.loc["4_conv2d/1_convolution", "inherited_rel_mse"] > diff.bound
     after = diff.table[diff.table["seq"] > diff.first_offender]
     assert after["own_passed"].dropna().all()
+
+
+def test_views_of_device_memory_dump_their_own_values(tmp_path):
+    grid = torch.arange(24.0).reshape(4, 6).to("mlu")
+    with Dumper(tmp_path / "dump", level=1, layout="index") as level_1:
+        torch.abs(grid[1:])                      # contiguous, from storage offset 6
+        torch.abs(torch._neg_view(grid[2]))      # memory holds 12..17, the view -12..-17
+    with Dumper(tmp_path / "dump0", layout="index") as level_0:
+        torch.abs(grid[1:])
+        torch.abs(torch._neg_view(grid[2]))
+    inputs_1 = load(level_1.path).query("name == 'abs' and arg == 'mlu_self'")
+    assert inputs_1["min"].tolist() == [6.0, -17.0] and inputs_1["max"].tolist() == [23.0, -12.0]
+    assert inputs_1["abs_sum"].tolist() == [sum(range(6, 24)), sum(range(12, 18))]
+    heads = load(level_0.path).query("name == 'abs' and arg == 'mlu_self'")["head"].map(list).tolist()
+    assert heads == [[6.0, 7, 8, 9, 10, 11, 12, 13, 14, 15], [-12.0, -13, -14, -15, -16, -17]]

@@ -282,3 +282,32 @@ def test_dtype_arguments_print_their_scalar_type(tmp_path):
                                                                 "Double"]
     assert lines(dumper.path / "1_to/1__to_copy/cnnl_result") == [
         header([2], [1], 2, "Double"), "1.5", "-2.5"]
+
+
+def test_level_0_head_is_the_first_values_in_logical_order_whatever_the_layout(tmp_path):
+    grid = torch.arange(24.0).reshape(4, 6)
+    with Dumper(tmp_path / "dump", layout="index") as dumper:
+        torch.abs(grid[1:])                            # contiguous, from storage offset 6
+        torch.abs(grid.t())                            # transposed: strided reads
+        torch.abs(grid.to(torch.bfloat16))             # a dtype numpy lacks
+        torch.abs(torch._neg_view(grid[2]))            # a negative-bit view: memory holds +x
+    heads = load(dumper.path).query("name == 'abs' and arg == 'mlu_self'")["head"].map(list).tolist()
+    assert heads == [
+        [6.0, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+        [0.0, 6, 12, 18, 1, 7, 13, 19, 2, 8],
+        [float(v) for v in range(10)],
+        [-12.0, -13, -14, -15, -16, -17],
+    ]
+
+
+def test_the_index_has_the_same_column_types_at_every_level(tmp_path):
+    import pyarrow.parquet as pq
+
+    schemas = []
+    for level in (0, 1, 2):
+        with Dumper(tmp_path / f"dump{level}", level=level, layout="index") as dumper:
+            small_network()
+        schemas.append(pq.read_schema(dumper.path / "index.parquet"))
+    assert schemas[0] == schemas[1] == schemas[2]
+    assert str(schemas[0].field("min").type) == "double"
+    assert str(schemas[0].field("head").type) == "list<element: double>"

@@ -101,3 +101,20 @@ def test_public_api():
         "read_replay_cases", "write_reports"]
     assert all(hasattr(mluverify.dump, name) for name in mluverify.dump.__all__)
     assert all(getattr(mluverify.dump, name).__doc__ for name in mluverify.dump.__all__)
+
+
+def test_a_crash_while_writing_the_index_leaves_the_journal_to_read(tmp_path, monkeypatch):
+    from mluverify.dump import Dumper, _index
+
+    x = torch.arange(-3.0, 3.0)
+    with Dumper(tmp_path / "whole", level=1, layout="index") as whole:
+        torch.relu(x)
+    # The same run dying after writing half of index.parquet: the journal is still there.
+    monkeypatch.setattr(_index.os, "remove", lambda path: None)
+    with Dumper(tmp_path / "torn", level=1, layout="index") as torn:
+        torch.relu(x)
+    parquet = torn.path / "index.parquet"
+    parquet.write_bytes(parquet.read_bytes()[: parquet.stat().st_size // 2])
+    expected, rows = load(whole.path), load(torn.path)
+    assert rows[["path", "arg", "abs_sum"]].equals(expected[["path", "arg", "abs_sum"]])
+    assert list(rows["abs_sum"]) == [9.0, 3.0]  # |x| and relu(x), summed
