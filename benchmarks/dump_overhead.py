@@ -34,7 +34,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mluverify.dump import Dumper, capture
-from mluverify.dump import _index, _summary, _writer
+from mluverify.dump import _dumper, _index, _summary, _writer
+from mluverify.dump._layout import op_info
 from mluverify.dump._format import format_numbers
 
 class PassThroughFunctions(TorchFunctionMode):
@@ -175,6 +176,71 @@ def formatter_rates(values: int = 1 << 20) -> str:
             f"mluverify (bytes) {ours_rate:.0f} MB/s")
 
 
+class _Recorder(TorchDispatchMode):
+    """Keeps every aten op of a forward with its arguments and result."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[tuple] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        output = func(*args, **(kwargs or {}))
+        self.ops.append((func, args, kwargs or {}, output))
+        return output
+
+
+def per_op_work_hot(forward: Callable[[], object], root: Path, repeat: int = 20) -> str:
+    """The level-0 Dumper's own work per op, run back to back over a recorded forward's ops
+    (caches hot; the ops are not run again), beside what it adds to the live forward."""
+    with _Recorder() as recorder:
+        forward()
+    # What the live forward summarizes afresh: its activations (the weights require grad).
+    fresh = [value for func, args, kwargs, output in recorder.ops
+             for value in (*args, *kwargs.values(), output)
+             if isinstance(value, torch.Tensor) and not value.requires_grad]
+    seconds = []
+    for index in range(repeat):
+        path = root / f"hot-{index}"
+        path.mkdir()
+        session = _dumper._DumpSession(_dumper.DumpSettings(str(path), layout="index"), path)
+        start = time.perf_counter()
+        for func, args, kwargs, output in recorder.ops:
+            info = op_info(func)
+            if not info.excluded:
+                op = session._begin(info, args, kwargs)
+                session._finish(op, func, args, kwargs, output)
+        session.close()
+        seconds.append(time.perf_counter() - start)
+        shutil.rmtree(path)
+        for tensor in fresh:
+            _summary.SHARED_CACHE.forget(tensor)
+    return (f"level 0's own work over the forward's {len(recorder.ops)} recorded ops, back to "
+            f"back (caches hot): {statistics.median(seconds) * 1e3:.1f} ms, index included")
+
+
+def pickle_cold_hot() -> str:
+    """One op's journal frame pickled with the caches hot and right after a convolution, which
+    evicts the interpreter's code and data as each op of a forward does."""
+    import pickle
+
+    tensor = ("cnnl_result", "result", None, "float32", [1, 64, 56, 56], [200704, 3136, 56, 1],
+              200704, 0, [0.5] * 10, *(None,) * 6, False, None, None)
+    frame = ((1, "aten::convolution", "convolution", "1_conv2d/1_convolution", "conv2d",
+              "mlu_stride=[1, 1], mlu_padding=[0, 0]"), [tensor, tensor[:], tensor[:]], None)
+    x, weight = torch.randn(1, 64, 56, 56), torch.randn(64, 64, 3, 3)
+    timings = {}
+    for label, before in (("hot", lambda: None), ("after a conv2d", lambda: torch.conv2d(x, weight))):
+        total = 0.0
+        for _ in range(200):
+            before()
+            start = time.perf_counter()
+            pickle.dumps(frame, protocol=5)
+            total += time.perf_counter() - start
+        timings[label] = total / 200 * 1e6
+    return "pickling one op's journal frame: " + ", ".join(
+        f"{label} {micros:.1f} us" for label, micros in timings.items())
+
+
 def file_create_seconds(directory: Path, count: int = 400) -> float:
     """Seconds to create one small file (and a directory every fourth) on this disk now."""
     target = directory / "create-probe"
@@ -238,6 +304,9 @@ def main() -> None:
     print(f"creating a file or directory here costs {file_create_seconds(root) * 1e3:.2f} ms "
           f"(probe, now); load averages {_load()}")
     print(formatter_rates())
+    with torch.no_grad():
+        print(per_op_work_hot(forward, root))
+    print(pickle_cold_hot())
 
 
 def _load() -> str:

@@ -283,8 +283,7 @@ class _DumpSession:
         (from the schema) skips looking for tensors in a value that cannot hold any."""
         file = f"{op.path}/{label}" if self._files else None
         if isinstance(value, torch.Tensor):
-            summary, written = self._summarize(value)
-            self._index_tensor(op, label, role, file, summary, written)
+            summary, written = self._index_tensor(op, label, role, file, value)
             if file is not None:
                 node = summary.block if not optional else OptionalNode(summary.block)
                 self._write_file(file, node, None if optional else written)
@@ -314,9 +313,8 @@ class _DumpSession:
         for index, item in enumerate(value):
             item_label = f"{label}[{index}]"
             if isinstance(item, torch.Tensor):
-                summary, written = self._summarize(item)
-                self._index_tensor(op, item_label, role, file, summary, written)
-                items.append(summary.block)
+                summary, _ = self._index_tensor(op, item_label, role, file, item)
+                items.append(summary.block if file is not None else None)
             else:
                 items.append(self._other_node(op, item_label, file, item))
         return None if file is None else SequenceNode(
@@ -349,11 +347,14 @@ class _DumpSession:
         return summary, written
 
     def _index_tensor(self, op: _Op, label: str, role: str, file: str | None,
-                      summary: TensorSummary, written: "_Written | None") -> None:
+                      tensor: torch.Tensor) -> tuple[TensorSummary, "_Written | None"]:
+        """Add a tensor's index columns to the op; its summary and where it was written."""
+        summary, written = self._summarize(tensor)
         op.tensors.append((label, role, file, *summary.fields,
                            summary.level < self.settings.level,
                            written.offset if written else None,
                            written.nbytes if written else None))
+        return summary, written
 
     def close(self) -> None:
         """Finish the index (parquet); on a failed write the journal stays, and is loadable."""
