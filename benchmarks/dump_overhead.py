@@ -8,10 +8,12 @@ the clock stops) and divided by the undumped forward run just before it; the tab
 medians of those ratios, in wall-clock time and in this process's CPU time (steadier on a
 shared machine). msprobe (``pip install -e '.[bench]'``) runs last, timed as
 ``start(); forward; stop(); step()``: it patches torch's APIs, so the forwards after it are
-timed again. Two rows break level 0's cost down: "pass-through modes" (the Dumper's function
-and dispatch modes with handlers that only call through: the floor of any dump) and "index, 0,
-journal unwritten" (level 0 with the journal's per-op pickling and write(2) switched off),
-"index, 0, gc off" (level 0 with Python's garbage collector off).
+timed again. Rows that break the index layout's cost down: "pass-through modes" (the Dumper's
+function and dispatch modes with handlers that only call through: the floor of any dump),
+"index, 0, in Python" and "index, 1, in Python" (the same dumps with the C++ index core off),
+"index, 0, gc off" (level 0 with Python's garbage collector off). Two probes after the table
+show why the per-op work is in C++: the level-0 work replayed back to back over the forward's
+recorded ops (caches hot), and one op's journal frame pickled hot and right after a conv2d.
 Not a timed test: it prints, with the machine's load averages.
 """
 from __future__ import annotations
@@ -57,15 +59,15 @@ def pass_through_modes(path: Path):
 
 
 @contextlib.contextmanager
-def journal_in_memory(path: Path):
-    """A level-0 index dump whose journal keeps its frames without pickling or writing them."""
-    original = _index.IndexJournal.append
-    _index.IndexJournal.append = lambda journal, frame: journal._frames.append(frame)
+def in_python(path: Path, level: int):
+    """An index dump with the C++ index core off: every op dumped by the Python dumper."""
+    original = _dumper._index_core
+    _dumper._index_core = lambda settings: None
     try:
-        with Dumper(path, level=0, layout="index"):
+        with Dumper(path, level=level, layout="index"):
             yield
     finally:
-        _index.IndexJournal.append = original
+        _dumper._index_core = original
 
 
 @contextlib.contextmanager
@@ -83,9 +85,10 @@ def without_gc(path: Path):
 VARIANTS: tuple[tuple[str, Callable[[Path], contextlib.AbstractContextManager]], ...] = (
     ("pass-through modes", pass_through_modes),
     ("index, level 0", lambda path: Dumper(path, level=0, layout="index")),
-    ("index, 0, journal unwritten", journal_in_memory),
+    ("index, 0, in Python", lambda path: in_python(path, 0)),
     ("index, 0, gc off", without_gc),
     ("index, level 1", lambda path: Dumper(path, level=1, layout="index")),
+    ("index, 1, in Python", lambda path: in_python(path, 1)),
     ("capture (16 MiB of values)", lambda path: capture(path)),
     ("cambricon, level 0", lambda path: Dumper(path, level=0)),
     ("cambricon, level 1", lambda path: Dumper(path, level=1)),
@@ -191,31 +194,47 @@ class _Recorder(TorchDispatchMode):
 
 def per_op_work_hot(forward: Callable[[], object], root: Path, repeat: int = 20) -> str:
     """The level-0 Dumper's own work per op, run back to back over a recorded forward's ops
-    (caches hot; the ops are not run again), beside what it adds to the live forward."""
+    (caches hot; the ops are not run again) by the C++ index core and by the Python dumper,
+    to set beside what each adds to the live forward."""
     with _Recorder() as recorder:
         forward()
     # What the live forward summarizes afresh: its activations (the weights require grad).
     fresh = [value for func, args, kwargs, output in recorder.ops
              for value in (*args, *kwargs.values(), output)
              if isinstance(value, torch.Tensor) and not value.requires_grad]
-    seconds = []
-    for index in range(repeat):
-        path = root / f"hot-{index}"
-        path.mkdir()
-        session = _dumper._DumpSession(_dumper.DumpSettings(str(path), layout="index"), path)
-        start = time.perf_counter()
-        for func, args, kwargs, output in recorder.ops:
-            info = op_info(func)
-            if not info.excluded:
-                op = session._begin(info, args, kwargs)
-                session._finish(op, func, args, kwargs, output)
-        session.close()
-        seconds.append(time.perf_counter() - start)
-        shutil.rmtree(path)
-        for tensor in fresh:
-            _summary.SHARED_CACHE.forget(tensor)
+    medians = {}
+    for label in ("C++ core", "Python"):
+        seconds = []
+        for index in range(repeat):
+            path = root / f"hot-{index}"
+            path.mkdir()
+            session = _dumper._DumpSession(_dumper.DumpSettings(str(path), layout="index"), path)
+            if label == "Python":
+                session._core = None
+            start = time.perf_counter()
+            for func, args, kwargs, output in recorder.ops:
+                _replay(session, op_info(func), func, args, kwargs, output)
+            session.close()
+            seconds.append(time.perf_counter() - start)
+            shutil.rmtree(path)
+            for tensor in fresh:
+                _summary.SHARED_CACHE.forget(tensor)
+            _summary.shared_summaries(0).clear()
+        medians[label] = statistics.median(seconds) * 1e3
     return (f"level 0's own work over the forward's {len(recorder.ops)} recorded ops, back to "
-            f"back (caches hot): {statistics.median(seconds) * 1e3:.1f} ms, index included")
+            f"back (caches hot), index included: " +
+            ", ".join(f"{label} {ms:.1f} ms" for label, ms in medians.items()))
+
+
+def _replay(session, info, func, args, kwargs, output) -> None:
+    """One recorded op through the session's dumping, without running it again."""
+    if info.excluded:
+        return
+    if session._core is not None:
+        session._core.begin(info, args, kwargs)
+        session._core_frame(info, output, raised=False)
+    else:
+        session._finish(session._begin(info, args, kwargs), func, args, kwargs, output)
 
 
 def pickle_cold_hot() -> str:
@@ -359,7 +378,7 @@ def _msprobe(forward: Callable[[], object], root: Path, repeat: int) -> None:
 
 def _cold_cache() -> None:
     """Forget statistics kept across dumps, so each variant's first block starts cold."""
-    _summary.SHARED_CACHE.__init__()
+    _summary.forget_shared_summaries()
 
 
 def _notes(path: Path, files: FileClock, overhead: float) -> str:

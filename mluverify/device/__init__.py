@@ -12,7 +12,7 @@ from mluverify.device import _cells, _dispatch, _log, _plumbing, _serialization
 from mluverify.device._fallback import (
     FallbackTracker, NotDeclaredError, fallback_counts, fallback_rule, set_fallback_rule, track_fallbacks)
 from mluverify.device._storage import (
-    DEVICE_TYPE, as_cpu, buffer_version, generation, mark_written, read_bytes, wrap_cpu)
+    DEVICE_TYPE, as_cpu, buffer_version, generation, mark_written, read_bytes, work_queued, wrap_cpu)
 from mluverify.device import kernels as _kernels
 from mluverify.device.kernels import KernelRegistry, active_mode, kernel_mode, set_default_mode
 from mluverify.device.numerics import NumericsProfile, active_profile, set_core_version
@@ -20,7 +20,7 @@ from mluverify.device.numerics import NumericsProfile, active_profile, set_core_
 __all__ = [
     "DEVICE_TYPE", "FallbackTracker", "KernelRegistry", "NumericsProfile", "active_mode",
     "active_profile", "as_cpu", "buffer_version", "fallback_counts", "generation", "kernel_mode", "kernel_registry",
-    "mark_written", "read_bytes", "reload_kernels", "set_core_version", "set_default_mode", "track_fallbacks", "wrap_cpu",
+    "mark_written", "read_bytes", "reload_kernels", "set_core_version", "set_default_mode", "track_fallbacks", "work_queued", "wrap_cpu",
     "fuse", "fusion_summary", "NotDeclaredError", "fallback_rule", "set_fallback_rule",
 ]
 

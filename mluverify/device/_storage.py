@@ -188,6 +188,12 @@ def as_cpu(t: torch.Tensor) -> torch.Tensor:
     return alias(t, buffer)
 
 
+def work_queued() -> bool:
+    """Whether any queued op has not finished (or failed): until then, reading device memory
+    must go through ``as_cpu`` or ``read_bytes``, which wait for it."""
+    return _hazards.any_pending()
+
+
 def read_bytes(t: torch.Tensor, nbytes: int) -> bytes:
     """A copy of the ``nbytes`` of ``t``'s device memory from its first element on, once no
     queued op writes that memory any more. For a few values (a dump's first ten) this costs a

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,13 +22,13 @@ from mluverify.dump._cpu import ReferenceChain, error_metrics, error_rel_mse, re
 from mluverify.dump._format import (
     Node, NumbersNode, OptionalNode, OtherNode, ScalarNode, SequenceNode, render,
 )
-from mluverify.dump._fused import kernel_available
+from mluverify.dump._fused import kernel_available, native
 from mluverify.dump._index import IndexJournal, meta_file
 from mluverify.dump._layout import (
     OpInfo, OpTree, bind_arguments, call_name, create_dump_dir, op_info, resolve_dump_dir,
 )
 from mluverify.dump._summary import (
-    SHARED_CACHE, SummaryCache, TensorSummary, summarize, type_name,
+    SHARED_CACHE, SummaryCache, TensorSummary, shared_summaries, summarize, type_name,
 )
 from mluverify.dump._writer import DumpWriter
 from mluverify.errors import InvalidArgument, valid_choice
@@ -112,7 +113,7 @@ class Dumper:
     def __enter__(self) -> "Dumper":
         if not self.settings.enable:
             return self
-        if self.settings.level >= 1:
+        if self.settings.level >= 1 or self.settings.layout == "index":
             kernel_available()  # a first build (seconds) happens here, not inside the ops
         self.path = resolve_dump_dir(self.settings.dump_dir)
         create_dump_dir(self.path, first_file=meta_file(asdict(self.settings)))
@@ -163,6 +164,27 @@ def _modes_on() -> bool:
     return torch._C._len_torch_dispatch_stack() > 0 or torch._C._is_torch_function_mode_enabled()
 
 
+def _device_work_queued() -> bool:
+    """Whether the emulated MLU has queued work, whose results the C++ core cannot wait for."""
+    device = sys.modules.get("mluverify.device")  # loaded if and only if "mlu" is emulated
+    return device is not None and device.work_queued()
+
+
+def _index_core(settings: DumpSettings) -> Any | None:
+    """The C++ per-op work of this dump (_core.cpp), or None where the Python does it all:
+    levels 0 and 1 of the index layout without ``use_cpu``, when the extension is built."""
+    if settings.layout != "index" or settings.level == 2 or settings.use_cpu:
+        return None
+    summaries = shared_summaries(settings.level)
+    if summaries is None:
+        return None
+    device = sys.modules.get("mluverify.device")
+    # The emulated MLU is the PrivateUse1 back end, and its memory is the host's.
+    host_privateuse1 = (device is not None
+                        and torch._C._get_privateuse1_backend_name() == device.DEVICE_TYPE)
+    return native().IndexCore(summaries, host_privateuse1)
+
+
 def _undumped() -> contextlib.ExitStack:
     """Run the dumper's own tensor work unseen by any mode (its statistics are ops too)."""
     stack = contextlib.ExitStack()
@@ -186,6 +208,7 @@ class _DumpSession:
         # a model's unchanged weights are summarized once, not once per dumped forward.
         self._cache = SummaryCache() if settings.level == 2 else SHARED_CACHE
         self._chain = ReferenceChain() if settings.use_cpu else None
+        self._core = _index_core(settings)
         self._seq = 0
         self._degraded = False
         self._stopped = False
@@ -197,6 +220,8 @@ class _DumpSession:
         info = op_info(func)
         if info.excluded:
             return self._run_undumped(func, args, kwargs)
+        if self._core is not None and not _modes_on() and not _device_work_queued():
+            return self._run_in_core(func, info, args, kwargs)
         op = self._step(self._begin, info, args, kwargs)
         try:
             output = func(*args, **kwargs)
@@ -207,6 +232,25 @@ class _DumpSession:
         if op is not None:
             self._step(self._finish, op, func, args, kwargs, output)
         return output
+
+    def _run_in_core(self, func: Callable, info: OpInfo, args: tuple, kwargs: dict) -> Any:
+        """Run one op dumped by the C++ index core: the same frame as ``_begin``/``_finish``."""
+        self._core.begin(info, args, kwargs)
+        try:
+            output = func(*args, **kwargs)
+        except BaseException:
+            self._core_frame(info, None, raised=True)  # its inputs explain it
+            raise
+        self._core_frame(info, output, raised=False)
+        return output
+
+    def _core_frame(self, info: OpInfo, output: Any, raised: bool) -> None:
+        path, parent = self.tree.place_op(info.name)
+        self._seq += 1
+        try:
+            self._core.finish(self._journal.fileno(), self._seq, path, parent, output, raised)
+        except OSError as exc:
+            self._stop(exc)
 
     def _run_undumped(self, func: Callable, args: tuple, kwargs: dict) -> Any:
         """An excluded op still moves data that the reference chain must follow."""
@@ -228,11 +272,15 @@ class _DumpSession:
             with _undumped():
                 return step(*args)
         except OSError as exc:
-            self._stopped = True
-            warnings.warn(f"mluverify Dumper: stopped dumping into {self._writer.root} after "
-                          f"{self._seq - 1} complete ops: {exc}; the index covers what was "
-                          f"written", RuntimeWarning, stacklevel=2)
+            self._stop(exc)
             return None
+
+    def _stop(self, exc: OSError) -> None:
+        """Stop dumping after a failed write; the program goes on."""
+        self._stopped = True
+        warnings.warn(f"mluverify Dumper: stopped dumping into {self._writer.root} after "
+                      f"{self._seq - 1} complete ops: {exc}; the index covers what was "
+                      f"written", RuntimeWarning, stacklevel=3)
 
     def _begin(self, info: OpInfo, args: tuple, kwargs: dict) -> _Op:
         self._cache.settle()

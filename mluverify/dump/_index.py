@@ -12,8 +12,8 @@ written; pickle because JSON's float printing costs 10x more per op). A frame is
 ``tensors`` the rest of ``COLUMNS`` for one of its tensors: tuples rather than dicts or whole
 rows, which are slower to build and to pickle per op (benchmarks/dump_overhead.py, index level
 0, is the figure this keeps low); ``errors`` (``use_cpu``: metrics of the op's own, inherited
-and total error, or None) belong to the op's first result row. On exit the frames, also kept
-in memory, become ``index.parquet`` and then the journal is removed.
+and total error, or None) belong to the op's first result row. The C++ index core (_core.cpp)
+writes the same frames. On exit the journal becomes ``index.parquet``, and then it is removed.
 Journals are read back with an unpickler that refuses every global, so a foreign journal
 cannot run code. ``load`` reads the journal while there is one, else the parquet. Exact
 values of level-2 tensors live in the binary sidecar ``values.bin`` (``offset``/``nbytes``
@@ -75,7 +75,10 @@ class IndexJournal:
         self._directory = directory
         # Unbuffered: each op's frame is one write(2), in the OS as soon as it returns.
         self._file: IO[bytes] = open(directory / JOURNAL, "ab", buffering=0)
-        self._frames: list[tuple] = []
+
+    def fileno(self) -> int:
+        """The journal's descriptor, for the C++ index core's writes (_core.cpp)."""
+        return self._file.fileno()
 
     def append(self, frame: tuple) -> None:
         """Write one op's frame (raises OSError on a full disk)."""
@@ -83,15 +86,15 @@ class IndexJournal:
         data = _LENGTH.pack(len(data)) + data
         if self._file.write(data) != len(data):  # a short write: the disk is full
             raise OSError(errno.ENOSPC, "short write to the index journal")
-        self._frames.append(frame)
 
     def close(self, to_parquet: bool = True) -> None:
-        """Close the journal and, if asked, write ``index.parquet`` and remove the journal."""
+        """Close the journal and, if asked, write ``index.parquet`` from it and remove it."""
         self._file.close()
         if to_parquet:
+            frames = journal_frames(self._directory / JOURNAL)
             sink = pa.BufferOutputStream()
             # A small file read whole: dictionaries and statistics would only cost time.
-            pq.write_table(index_table(frame_columns(self._frames)), sink, use_dictionary=False,
+            pq.write_table(index_table(frame_columns(frames)), sink, use_dictionary=False,
                            write_statistics=False)
             # The journal goes only once the index is whole: ``load`` reads the journal while
             # it is there (a rename would cost another file-system operation per dump).
@@ -201,6 +204,11 @@ def _read_parquet(path: Path) -> pd.DataFrame:
 
 def _read_journal(path: Path) -> pd.DataFrame:
     """The journal's rows; a torn last frame (the run died mid-write) is left out."""
+    return pd.DataFrame(frame_columns(journal_frames(path)))
+
+
+def journal_frames(path: Path) -> list[tuple]:
+    """The journal's op frames; a torn last frame (the run died mid-write) is left out."""
     data = path.read_bytes()
     frames: list[tuple] = []
     offset = 0
@@ -210,7 +218,7 @@ def _read_journal(path: Path) -> pd.DataFrame:
         if offset > len(data):  # a torn last frame
             break
         frames.append(_frame(path, data[start:offset], start))
-    return pd.DataFrame(frame_columns(frames))
+    return frames
 
 
 def _frame(path: Path, data: bytes, start: int) -> tuple:

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from mluverify.dump._format import TensorBlock
-from mluverify.dump._fused import FusedStats, fused_stats
+from mluverify.dump._fused import FusedStats, fused_stats, native
 
 HEAD = 10
 
@@ -162,7 +162,10 @@ def _read_cpu_bytes(tensor: torch.Tensor, nbytes: int) -> bytes:
 
 
 def _floats(values: np.ndarray) -> list[float]:
-    """Values as floats, whatever the dtype: one parquet column type for every row's head."""
+    """Values as floats, whatever the dtype: one parquet column type for every row's head
+    (complex values give their real parts)."""
+    if values.dtype.kind == "c":
+        values = values.real
     return values.tolist() if values.dtype.kind == "f" else values.astype(float).tolist()
 
 
@@ -298,3 +301,20 @@ def _version(tensor: torch.Tensor) -> int | None:
 
 # Summaries of levels 0 and 1 (no files in them), shared by every dump of the process.
 SHARED_CACHE = SummaryCache()
+
+
+@functools.cache
+def shared_summaries(level: int) -> Any | None:
+    """The C++ index core's summaries at ``level`` (0 or 1), shared by every index-layout dump
+    of the process like ``SHARED_CACHE``; None without the C++ extension."""
+    module = native()
+    return None if module is None else module.Summaries(level, summarize)
+
+
+def forget_shared_summaries() -> None:
+    """Forget the summaries kept across dumps (levels 0 and 1), in Python and in C++."""
+    SHARED_CACHE.__init__()
+    for level in (0, 1):
+        summaries = shared_summaries(level)
+        if summaries is not None:
+            summaries.clear()

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 from mluverify.dump import dump_case, load
@@ -28,11 +29,12 @@ NETWORK = """
 """
 
 
-def test_a_crash_keeps_the_index_of_what_was_written(tmp_path):
+@pytest.mark.parametrize("layout", ["cambricon", "index"])  # the index in Python and in C++
+def test_a_crash_keeps_the_index_of_what_was_written(tmp_path, layout):
     done = run_python(NETWORK + f"""
     import os
     from mluverify.dump import Dumper
-    with torch.no_grad(), Dumper({str(tmp_path / 'dump')!r}, level=1):
+    with torch.no_grad(), Dumper({str(tmp_path / 'dump')!r}, level=1, layout={layout!r}):
         net[1](net[0](x))
         os._exit(3)  # dies inside the block: no __exit__, no parquet
     """)
@@ -43,21 +45,22 @@ def test_a_crash_keeps_the_index_of_what_was_written(tmp_path):
     assert index.query("path == '2_relu' and arg == 'cnnl_result'")["abs_sum"].iloc[0] > 0
 
 
-def test_full_disk_stops_dumping_with_a_warning_and_leaves_the_result_alone(tmp_path):
-    # RLIMIT_FSIZE makes the kernel refuse writes past 100 KiB (EFBIG), as a full disk would:
-    # the sidecar of exact values crosses it at the fourth op.
+def dump_with_file_limit(tmp_path, limit: int, dumper_args: str):
+    """Dump the network in a process whose files may not grow past ``limit`` bytes
+    (RLIMIT_FSIZE: the kernel refuses the write with EFBIG, as a full disk would); the
+    program's own result must not change."""
     done = run_python(NETWORK + f"""
     import json, resource, signal, warnings
     from mluverify.dump import Dumper
     with torch.no_grad():
         expected = net(x)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (100 * 1024, resource.RLIM_INFINITY))
+    resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, resource.RLIM_INFINITY))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with torch.no_grad(), Dumper({str(tmp_path / 'dump')!r}, level=2) as dumper:
+        with torch.no_grad(), Dumper({str(tmp_path / 'dump')!r}, {dumper_args}) as dumper:
             out = net(x)
-    print(json.dumps({{"same": torch.equal(out, expected),
+    print(json.dumps({{"same": torch.equal(out, expected), "core": dumper._session._core is not None,
                       "warnings": [str(w.message) for w in caught]}}))
     """)
     assert done.returncode == 0, done.stderr
@@ -66,10 +69,24 @@ def test_full_disk_stops_dumping_with_a_warning_and_leaves_the_result_alone(tmp_
     assert len(report["warnings"]) == 1 and "stopped dumping" in report["warnings"][0]
     index = load(tmp_path / "dump")
     assert 0 < index["seq"].max() < 6  # some ops indexed, not all six
+    return report, index
+
+
+def test_full_disk_stops_dumping_with_a_warning_and_leaves_the_result_alone(tmp_path):
+    # The sidecar of exact values crosses 100 KiB at the fourth op.
+    _, index = dump_with_file_limit(tmp_path, 100 * 1024, "level=2")
     sidecar_size = (tmp_path / "dump" / "values.bin").stat().st_size
     for _, row in index.iterrows():
         assert (tmp_path / "dump" / row["file"]).exists()
         assert row["offset"] + row["nbytes"] <= sidecar_size
+
+
+def test_full_disk_under_the_index_core_stops_dumping_and_keeps_the_journal(tmp_path):
+    # The C++ core's journal write fails once the journal would pass 1 KiB.
+    report, index = dump_with_file_limit(tmp_path, 1024, "layout='index'")
+    assert report["core"]
+    assert not (tmp_path / "dump" / "index.parquet").exists()
+    assert list(index["seq"]) == sorted(index["seq"])
 
 
 def test_importing_the_dumper_does_not_register_the_device():
