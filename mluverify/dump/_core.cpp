@@ -279,7 +279,7 @@ class IndexCore {
   // The pickled summary columns of a tensor: from the cache while it is unchanged.
   std::string columns_of(const at::Tensor& tensor, py::handle value) {
     c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
-    const bool versioned = !tensor.is_inference();
+    const bool versioned = impl->version_counter().enabled();  // not inference tensors
     if (tensor.numel() == 0) return summarized(tensor, value);  // its metadata decides
     if (versioned) {
       auto found = shared_->cache.find(impl);

@@ -87,3 +87,14 @@ def test_an_unchanged_tensor_keeps_its_summary_and_a_written_one_is_summarized_a
         x.neg()
     second = load(tmp_path / "second").query("arg == 'mlu_self'")
     assert list(second["abs_sum"]) == [4.0, 4.0, 24.0]
+
+
+def test_inference_tensors_have_no_version_and_are_summarized_each_time(tmp_path):
+    with torch.inference_mode():
+        x = torch.ones(3)
+        with Dumper(tmp_path / "dump", level=1, layout="index") as dumper:
+            x.neg()
+            x.add_(1)
+            x.neg()
+    inputs = load(dumper.path).query("arg == 'mlu_self'")
+    assert list(inputs["abs_sum"]) == [3.0, 3.0, 6.0]
