@@ -6,15 +6,16 @@
 // ((seq, op, name, path, parent, non_tensors), [tensor columns, ...], None).
 //
 // Why C++: each op of a forward evicts the interpreter's code and data from the caches, so the
-// same work in Python costs 3-10x what it costs back to back (benchmarks/dump_overhead.py prints
-// both). The Python Dumper does everything else: levels 2, the Cambricon layout, use_cpu, ops
-// run while dispatch or function modes are on, or while device work is queued.
+// same work in Python costs several times what it costs back to back (benchmarks/
+// dump_overhead.py prints both). The Python Dumper does everything else: level 2, the Cambricon
+// layout, use_cpu, ops run while dispatch or function modes are on, or while device work is
+// queued.
 //
-// Tensors whose memory is host memory (CPU, and the emulated MLU whose device type the Dumper
-// passes) are read here: level 0's first values in logical order, level 1's statistics in one
-// pass over a dense block of floating values. Any other tensor (other devices, negative or
+// Tensors whose memory is host memory (CPU, and PrivateUse1 when the Dumper says it is the
+// emulated MLU) are read here: level 0's first values in logical order, level 1's statistics in
+// one pass over a dense block of floating values. Any other tensor (other devices, negative or
 // conjugate views, complex or unlisted dtypes, statistics of integers or of overlapping
-// layouts) is summarized by the Python callable given at construction, so every index column
+// layouts) is summarized by the Python `summarize` the Summaries hold, so every index column
 // comes from one definition of what a summary is.
 #include <torch/extension.h>
 

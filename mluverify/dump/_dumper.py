@@ -2,7 +2,8 @@
 
 Two modes cooperate: a ``TorchFunctionMode`` (outside) sees torch-level calls (``conv2d``)
 and makes them the parents of the aten ops that a ``TorchDispatchMode`` (inside) sees and
-dumps. Dispatch modes work for tensors of any device, so the Dumper does too.
+dumps. Dispatch modes work for tensors of any device, so the Dumper does too. Index-layout
+dumps at levels 0 and 1 hand each op's dumping to the C++ index core (``_core.cpp``).
 """
 from __future__ import annotations
 
