@@ -198,10 +198,6 @@ def per_op_work_hot(forward: Callable[[], object], root: Path, repeat: int = 20)
     to set beside what each adds to the live forward."""
     with _Recorder() as recorder:
         forward()
-    # What the live forward summarizes afresh: its activations (the weights require grad).
-    fresh = [value for func, args, kwargs, output in recorder.ops
-             for value in (*args, *kwargs.values(), output)
-             if isinstance(value, torch.Tensor) and not value.requires_grad]
     medians = {}
     for label in ("C++ core", "Python"):
         seconds = []
@@ -217,9 +213,7 @@ def per_op_work_hot(forward: Callable[[], object], root: Path, repeat: int = 20)
             session.close()
             seconds.append(time.perf_counter() - start)
             shutil.rmtree(path)
-            for tensor in fresh:
-                _summary.SHARED_CACHE.forget(tensor)
-            _summary.shared_summaries(0).clear()
+            _summary.forget_shared_summaries()  # every replay summarizes afresh, in both paths
         medians[label] = statistics.median(seconds) * 1e3
     return (f"level 0's own work over the forward's {len(recorder.ops)} recorded ops, back to "
             f"back (caches hot), index included: " +

@@ -196,8 +196,8 @@ def work_queued() -> bool:
 
 def read_bytes(t: torch.Tensor, nbytes: int) -> bytes:
     """A copy of the ``nbytes`` of ``t``'s device memory from its first element on, once no
-    queued op writes that memory any more. For a few values (a dump's first ten) this costs a
-    fifth of ``as_cpu``, which builds a tensor. The caller keeps ``nbytes`` within ``t``'s
+    queued op writes that memory any more. For a few values (a dump's first ten) it is
+    cheaper than ``as_cpu``, which builds a tensor. The caller keeps ``nbytes`` within ``t``'s
     memory (a contiguous ``t`` holds ``numel() * element_size()`` bytes there)."""
     if _hazards.any_pending():
         _hazards.settle_read((buffer_of(t),))

@@ -62,10 +62,9 @@ _COLUMN_TYPES = {
     **dict.fromkeys(("min", "max", "mean", "abs_sum"), pa.float64()),
     "degraded": pa.bool_(),
 }
-
 # Integer columns that some rows leave empty (statistics below level 1, sidecar below
-# level 2): nullable, not float.
-_INTEGER_COLUMNS = ("seq", "numel", "level", "nan", "inf", "offset", "nbytes")
+# level 2): nullable, not float, when loaded.
+_INTEGER_COLUMNS = tuple(name for name, kind in _COLUMN_TYPES.items() if kind == pa.int64())
 
 
 class IndexJournal:
@@ -104,8 +103,8 @@ class IndexJournal:
 
 def index_table(columns: dict[str, list]) -> pa.Table:
     """The index columns as an Arrow table: the ``COLUMNS`` with their fixed types (the same
-    schema at every level, and no type inference, which took half the time of writing the
-    index of a ResNet50 forward); metric columns (``use_cpu``) with inferred types."""
+    schema at every level, and no type inference); metric columns (``use_cpu``) with inferred
+    types."""
     return pa.Table.from_arrays(
         [pa.array(values, type=_COLUMN_TYPES.get(name)) for name, values in columns.items()],
         names=list(columns))

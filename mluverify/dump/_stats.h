@@ -47,8 +47,8 @@ struct Partial {
 // the input's precision over blocks of kBlock values (float rounding over 128 values per lane
 // stays far below the printed 6 digits), blocks into double. Returns false when a value is not
 // finite (the caller then counts them with `with_non_finite`). Built twice, for AVX2 and for any
-// x86-64 (SSE2), and picked by the CPU at load time: with AVX2 the pass over ResNet50-sized
-// activations is about 1.6x faster, and the library must still load on a CPU without it.
+// x86-64 (SSE2), and picked by the CPU at load time: AVX2 lanes are twice as wide, and the
+// library must still load on a CPU without it.
 template <typename T>
 MLUVERIFY_AVX2_CLONE bool all_finite(const T* data, int64_t count, Partial& out) {
   // float for float and the half types, double for double: min and max are exact either way

@@ -136,8 +136,8 @@ _NUMPY_TYPES = {dtype: np.dtype(name) for dtype, name in (
 
 def _head_values(tensor: torch.Tensor, numel: int) -> np.ndarray:
     """A copy of the first ``HEAD`` values of ``tensor`` (any device). A contiguous CPU or
-    emulated-MLU tensor's are read from its memory: building a host tensor to read ten values
-    was most of a level-0 dump's cost per tensor (benchmarks/dump_overhead.py)."""
+    emulated-MLU tensor's are read from its memory, without building a host tensor to read
+    ten values."""
     numpy_type = _NUMPY_TYPES.get(tensor.dtype)
     if numpy_type is not None and tensor.is_contiguous() and not tensor.is_neg():
         read_bytes = _byte_reader(tensor)
