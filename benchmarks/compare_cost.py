@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from mluverify.compare import compare
+from mluverify.judge import compare
 
 
 def median_seconds(fn, repeats: int = 15) -> float:
@@ -54,7 +54,7 @@ def reduction_after(dot) -> float:
 
 
 def blas_contention() -> None:
-    from mluverify.compare._metrics import _dot
+    from mluverify.judge._metrics import _dot
 
     alone = reduction_after(lambda values: None)
     ours = reduction_after(lambda values: _dot(values, values))

@@ -19,7 +19,7 @@ import torch
 import torchvision
 
 import mluverify.device  # noqa: F401  (registers the "mlu" device)
-from mluverify.compare import metrics
+from mluverify.judge import metrics
 from mluverify.device.quantization import quantize_for_target
 
 MEAN = torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1)

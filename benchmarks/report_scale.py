@@ -130,7 +130,7 @@ def diff_command(base: Path, new: Path) -> None:
     from mluverify.report.diff import diff_runs
     from mluverify.report.loading import load
     from mluverify.report.pages import diff_documents
-    from mluverify.report.session import write_files
+    from mluverify.report.finish import write_files
 
     result = diff_runs(load(base), load(new))
     markdown, page = diff_documents(result, str(base), str(new))

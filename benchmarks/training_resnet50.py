@@ -22,7 +22,7 @@ import torch.nn.functional as F
 import torchvision
 
 import mluverify.device as md
-from mluverify.compare import metrics
+from mluverify.judge import metrics
 from mluverify.device import mlu_model, numerics
 
 BATCH, SIDE, LEARNING_RATE = 8, 64, 0.1

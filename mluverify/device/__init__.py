@@ -67,7 +67,7 @@ _installed = _InstalledKernels()
 def reload_kernels() -> KernelRegistry:
     """Ask every plugin for its kernels again (``mluverify_device_kernels``) and install only
     those: after a kernel plugin is unregistered. A plugin registered later needs no reload."""
-    from mluverify.plugin_manager import call_hook, get_plugin_manager
+    from mluverify.core.plugin_manager import call_hook, get_plugin_manager
 
     _installed.clear()
     call_hook(get_plugin_manager(), "mluverify_device_kernels", registry=_installed)

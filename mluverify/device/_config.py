@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from mluverify.config import FALLBACK_RULES, Settings, load_settings
+from mluverify.core.config import FALLBACK_RULES, Settings, load_settings
 from mluverify.errors import InvalidArgument, valid_choice
 
 CARDS_ENV = "MLUVERIFY_DEVICE_COUNT"

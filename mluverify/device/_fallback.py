@@ -24,7 +24,7 @@ import contextvars
 import threading
 from typing import Iterator
 
-from mluverify.config import FALLBACK_RULES
+from mluverify.core.config import FALLBACK_RULES
 from mluverify.device import _config
 from mluverify.device._contextvars import block
 from mluverify.device._log import logger

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from mluverify.compare import metrics, rel_mse
+from mluverify.judge import metrics, rel_mse
 
 
 def _to_cpu(value: Any) -> Any:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from mluverify.compare import POLICIES, policy
+from mluverify.judge import POLICIES, policy
 from mluverify.dump._index import load
 from mluverify.errors import RecordsError
 

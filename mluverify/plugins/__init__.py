@@ -1,4 +1,4 @@
 """Built-in plugins, one concern each, written exactly like third-party plugins.
 
-``mluverify.plugin_manager.DEFAULT_PLUGINS`` lists them in load order.
+``mluverify.core.plugin_manager.DEFAULT_PLUGINS`` lists them in load order.
 """

@@ -5,7 +5,7 @@
 each cases file (a directory made by ``mluverify capture`` / ``mluverify.dump.capture``, or
 its ``cases.parquet``), in capture order, keeping those of ``ops`` when ``ops`` is given
 (``"aten::add.Tensor"``, ``"add.Tensor"`` or ``"add"``). The pytest option ``--mlu-cases``
-replays them (``mluverify.pytest_cases``).
+replays them (``mluverify.pytest_plugin.cases``).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator
 
-from mluverify.hookspecs import hookimpl
+from mluverify.core.hookspecs import hookimpl
 
 
 @dataclass(frozen=True)

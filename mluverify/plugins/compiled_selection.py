@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
-from mluverify.case import Target
-from mluverify.config import matches_case_id
+from mluverify.core.case import Target
+from mluverify.core.config import matches_case_id
 
 COMPILED_MODES = ("inductor",)
 FUSED_MODES = ("cnml", "offline")  # each case captured and built into a fused program
@@ -58,7 +58,7 @@ def pytest_collection(session: pytest.Session) -> None:
     ``EXAMPLES`` examples per hypothesis test when every requested target is compiled."""
     from hypothesis import settings
 
-    from mluverify.pytest_plugin import settings_key
+    from mluverify.pytest_plugin.plugin import settings_key
 
     config = session.config
     requested = config.getoption("mlu_target") or list(config.stash[settings_key].targets)

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from mluverify.backends import BackendRegistry, Execution
-from mluverify.case import Case
+from mluverify.core.backends import BackendRegistry, Execution
+from mluverify.core.case import Case
 from mluverify.errors import BackendError, InvalidArgument
-from mluverify.hookspecs import hookimpl
+from mluverify.core.hookspecs import hookimpl
 from mluverify.plugins.torch_devices import TorchDeviceBackend, with_fp32_precision
 
 OPTIONS_ENV = "MLUVERIFY_INDUCTOR_OPTIONS"

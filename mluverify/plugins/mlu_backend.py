@@ -17,10 +17,10 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from mluverify.backends import Backend, BackendRegistry, Execution, map_tensors, move_module
-from mluverify.case import Case
+from mluverify.core.backends import Backend, BackendRegistry, Execution, map_tensors, move_module
+from mluverify.core.case import Case
 from mluverify.errors import InvalidArgument
-from mluverify.hookspecs import hookimpl
+from mluverify.core.hookspecs import hookimpl
 
 EMULATOR, TORCH_MLU = "emulator", "torch_mlu"
 

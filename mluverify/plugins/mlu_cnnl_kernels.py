@@ -11,7 +11,7 @@ backward); ``embedding`` into ``index_select``.
 """
 from __future__ import annotations
 
-from mluverify.hookspecs import hookimpl
+from mluverify.core.hookspecs import hookimpl
 
 ELEMENTWISE = (
     "add.Tensor", "add_.Tensor", "add.Scalar", "add_.Scalar", "add.out",

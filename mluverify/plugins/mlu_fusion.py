@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from mluverify.hookspecs import hookimpl
+from mluverify.core.hookspecs import hookimpl
 
 FUSIBLE_OPS: tuple[str, ...] = (
     # weight ops

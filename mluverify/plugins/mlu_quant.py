@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from mluverify.hookspecs import hookimpl
+from mluverify.core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from mluverify.device.kernels import KernelRegistry

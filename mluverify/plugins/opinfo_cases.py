@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from mluverify.hookspecs import hookimpl
+from mluverify.core.hookspecs import hookimpl
 
 # OpInfo name (last dotted part) -> the device op it reaches on the device, when the names differ.
 COMPOSITES: dict[str, str] = {

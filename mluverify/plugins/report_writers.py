@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mluverify.hookspecs import hookimpl
+from mluverify.core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,7 +27,7 @@ def mluverify_report(frame: "pd.DataFrame", outdir: Path, gate: "GateResult | No
                      diff: "RunDiff | None" = None) -> None:
     from mluverify.report.pages import ci_summary, report_documents
     from mluverify.report.records import read_metadata
-    from mluverify.report.session import write_files
+    from mluverify.report.finish import write_files
     from mluverify.report.tables import run_tables
 
     outdir = Path(outdir)

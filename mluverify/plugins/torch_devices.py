@@ -14,9 +14,9 @@ import contextlib
 from dataclasses import replace
 from typing import Callable, Iterator
 
-from mluverify.backends import Backend, BackendRegistry, Execution, map_tensors, move_module
-from mluverify.case import Case
-from mluverify.hookspecs import hookimpl
+from mluverify.core.backends import Backend, BackendRegistry, Execution, map_tensors, move_module
+from mluverify.core.case import Case
+from mluverify.core.hookspecs import hookimpl
 
 # A mode's implementation: (fn, args, kwargs, case) -> Execution, with the module and the
 # inputs already on the device; the output may stay there.

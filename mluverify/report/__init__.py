@@ -20,8 +20,8 @@ _EXPORTS: dict[str, str] = {
     "Audit": "mluverify.report.audit",
     "evaluate_gate": "mluverify.report.gate",
     "GateResult": "mluverify.report.gate",
-    "finish_run": "mluverify.report.session",
-    "write_reports": "mluverify.report.session",
+    "finish_run": "mluverify.report.finish",
+    "write_reports": "mluverify.report.finish",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from mluverify.compare import GOLDEN_RULES, GoldenRule
+from mluverify.judge import GOLDEN_RULES, GoldenRule
 from mluverify.report.tables import GROUP
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """Regression diff of two runs: per-case status and per-group deltas of the judged metric.
 
-A case is *ok* when its status (``mluverify.status``) is one of ``ok_statuses`` (``passed``;
+A case is *ok* when its status (``mluverify.core.status``) is one of ``ok_statuses`` (``passed``;
 the gate adds the statuses ``[tool.mluverify] allow`` admits). Values are compared after
 clamping both to the noise floor, so noise-level errors neither worsen nor improve: a case
 worsened when ``max(new, floor) > factor * max(base, floor)`` and improved when
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mluverify.report.tables import CASE_KEY, GROUP, case_outcomes
-from mluverify.status import PASSED, STATUSES as RECORD_STATUSES
+from mluverify.core.status import PASSED, STATUSES as RECORD_STATUSES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -91,7 +91,7 @@ def compare_cases(base: "pd.DataFrame", new: "pd.DataFrame", *, regress_factor: 
 
 
 def _record_statuses(frame: "pd.DataFrame") -> "pd.Series":
-    """Per case (``CASE_KEY``) its most severe record status (``mluverify.status.STATUSES``)."""
+    """Per case (``CASE_KEY``) its most severe record status (``mluverify.core.status.STATUSES``)."""
     severity = {name: rank for rank, name in enumerate(RECORD_STATUSES)}
     ranked = frame.assign(_rank=frame["status"].map(severity).fillna(-1))
     worst = ranked.sort_values("_rank", kind="stable").drop_duplicates(CASE_KEY)

@@ -5,7 +5,7 @@ Rules (each finding names its rule):
 - ``empty run``: the run holds no records; the gate never passes vacuously.
 - ``fails tolerance``: a case breaks its tolerance; ``errored``: it raised.
 - ``not_on_device`` / ``not_fused`` / ``nondeterministic``: the case did not run as it claims
-  (``mluverify.status``), unless ``[tool.mluverify] allow`` admits the status.
+  (``mluverify.core.status``), unless ``[tool.mluverify] allow`` admits the status.
 - ``new failure``: a case that was ok in the baseline is not now.
 - ``worsened``: the judged metric grew by more than the regress factor (see ``diff``).
 - ``waived but worsened``: a waived case's metric grew by more than the regress factor over
@@ -24,13 +24,13 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Collection, Mapping
 
-from mluverify.status import PASSED, WAIVED
+from mluverify.core.status import PASSED, WAIVED
 
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mluverify.config import Waiver
+    from mluverify.core.config import Waiver
 
 FINDING_COLUMNS = ["rule", "case_id", "target", "op", "value", "baseline_value", "bound", "waiver", "detail"]
 
@@ -56,7 +56,7 @@ def evaluate_gate(run: "pd.DataFrame", baseline: "pd.DataFrame | None" = None, *
                   waivers: "Mapping[str, Waiver] | None" = None, today: dt.date | None = None,
                   allow: Collection[str] = (), selected: Collection[str] | None = None) -> GateResult:
     """Apply every gate rule to the records of ``run`` (against ``baseline`` when given);
-    ``waivers`` maps case-id globs to waivers (``mluverify.config.parse_waivers``); ``allow``:
+    ``waivers`` maps case-id globs to waivers (``mluverify.core.config.parse_waivers``); ``allow``:
     statuses admitted; ``selected``: the case ids the run selected (None: all)."""
     import pandas as pd
 
@@ -121,7 +121,7 @@ def _detail(row: "pd.Series", regress_factor: float) -> str:
 def waiver_reasons(findings: "pd.DataFrame", waivers: "Mapping[str, Waiver]", today: dt.date) -> "pd.Series":
     """Per finding, the waiver that covers it (marker first, then the first matching unexpired
     configured waiver), or ``""``."""
-    from mluverify.config import case_id_regex
+    from mluverify.core.config import case_id_regex
 
     reasons = findings["waiver"].copy()
     for pattern, waiver in waivers.items():

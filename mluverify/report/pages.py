@@ -56,7 +56,7 @@ FINDINGS_SPEC = TableSpec(long={"case_id": 24, "detail": 30, "waiver": 20}, tone
 def verdict(totals: "pd.DataFrame", gate: "GateResult | None") -> tuple[str, str]:
     """The run's verdict and its tone: the gate's when it was applied, else what failed or was
     not verified on the device."""
-    from mluverify.status import PROVENANCE_STATUSES
+    from mluverify.core.status import PROVENANCE_STATUSES
 
     counts = totals.iloc[0]
     if gate is not None:

@@ -78,7 +78,7 @@ COLUMNS: dict[str, str] = {
     # --- schema version 3 ---
     "worst": "string",             # the worst elements of a failed comparison: "index: actual vs expected; ..."
 }
-# Columns a back end may fill through ``Execution.info`` (see mluverify.backends).
+# Columns a back end may fill through ``Execution.info`` (see mluverify.core.backends).
 PROVENANCE_COLUMNS = ("device_impl", "core_version", "core_number", "compile_s", "graph_breaks", "recompiles")
 
 SHARD_DIR = "shards"

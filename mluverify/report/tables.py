@@ -13,7 +13,7 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Mapping
 
 # Every record status, most severe first: the order reports list cases in.
-from mluverify.status import STATUSES
+from mluverify.core.status import STATUSES
 
 if TYPE_CHECKING:
     import pandas as pd

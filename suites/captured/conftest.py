@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from mluverify.pytest_cases import CapturedCaseItem
+from mluverify.pytest_plugin.cases import CapturedCaseItem
 
 HEAVY = ("resnet50", "vgg19")
 LAYOUT_OPS = frozenset({"view", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand",
@@ -24,7 +24,7 @@ FUSED_TARGET = "mlu:cnml"
 
 
 def _fusible_ops() -> frozenset[str]:
-    from mluverify.plugin_manager import get_plugin_manager
+    from mluverify.core.plugin_manager import get_plugin_manager
 
     return frozenset(name.removesuffix(".default")
                      for answer in get_plugin_manager().hook.mluverify_fusible_ops() for name in answer)

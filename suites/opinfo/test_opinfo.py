@@ -30,7 +30,7 @@ def _claimed_ops() -> list[str]:
 
 
 def _opinfo_source() -> Any:
-    from mluverify.plugin_manager import get_plugin_manager
+    from mluverify.core.plugin_manager import get_plugin_manager
 
     sources = [s for answer in get_plugin_manager().hook.mluverify_case_sources() for s in answer]
     return next(s for s in sources if s.name == "opinfo")

@@ -17,7 +17,7 @@ SAMPLES_PER_ENTRY = 2  # the default selection stays cheap (make verify: 10 minu
 
 
 def _opinfo_source() -> Any:
-    from mluverify.plugin_manager import get_plugin_manager
+    from mluverify.core.plugin_manager import get_plugin_manager
 
     answers = get_plugin_manager().hook.mluverify_case_sources()
     return next(source for answer in answers for source in answer if source.name == "opinfo")

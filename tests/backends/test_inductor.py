@@ -13,7 +13,7 @@ import pandas.core.arrays.arrow.extension_types  # noqa: F401  loaded before pyt
 import pytest
 import torch
 
-from mluverify.case import Case, Target
+from mluverify.core.case import Case, Target
 from mluverify.errors import InvalidArgument
 from mluverify.plugins.inductor_backend import (OPTIONS_ENV, InductorRunner, check_options, compiler_message,
                                                 options_from_env)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mluverify.backends import BackendRegistry
-from mluverify.case import Case, Target
-from mluverify.plugin_manager import call_hook, get_plugin_manager
+from mluverify.core.backends import BackendRegistry
+from mluverify.core.case import Case, Target
+from mluverify.core.plugin_manager import call_hook, get_plugin_manager
 from mluverify.plugins.inductor_backend import cpp_compiler_missing
 from mluverify.plugins.torch_devices import TorchDeviceBackend, cuda_fp32_precision
 

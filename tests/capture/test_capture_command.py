@@ -4,7 +4,7 @@ import textwrap
 import pytest
 
 from mluverify.cli import main
-from mluverify.commands.capture import byte_size
+from mluverify.cli.capture import byte_size
 from mluverify.dump import read_cases
 
 SCRIPT = """

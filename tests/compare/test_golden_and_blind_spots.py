@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from mluverify.compare import GOLDEN_RULES, GoldenRule, compare
-from mluverify.compare._judge import SMALL_VALUE_ATOL
+from mluverify.judge import GOLDEN_RULES, GoldenRule, compare
+from mluverify.judge._judge import SMALL_VALUE_ATOL
 from mluverify.errors import InvalidArgument
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from mluverify.compare import EPS, cosine, max_abs, max_rel, metrics, rae, rel_mse, rma, sqnr_db
+from mluverify.judge import EPS, cosine, max_abs, max_rel, metrics, rae, rel_mse, rma, sqnr_db
 
 
 def arr(*values):

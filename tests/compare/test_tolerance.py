@@ -1,7 +1,7 @@
 """Tolerance resolution: marker > hook > [tool.mluverify.tolerances] > policy."""
 import pytest
 
-from mluverify.compare import Tolerance, ToleranceTable, resolve_tolerance
+from mluverify.judge import Tolerance, ToleranceTable, resolve_tolerance
 from mluverify.errors import ConfigError
 
 TABLE = ToleranceTable({

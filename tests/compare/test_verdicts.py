@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from mluverify.compare import Tolerance, assert_close, compare
+from mluverify.judge import Tolerance, assert_close, compare
 
 
 def test_cnnl_and_cnml_policies_bound_rel_mse_at_0_3_and_2_percent():

@@ -27,7 +27,7 @@ def kernel_override():
     """``install(op_name, fn)`` registers ``fn`` as the MLU kernel of ``op_name`` for one test,
     through a plugin, as a third party would; the built-in kernels are back afterwards."""
     from mluverify import hookimpl
-    from mluverify.plugin_manager import get_plugin_manager
+    from mluverify.core.plugin_manager import get_plugin_manager
 
     plugins = []
 

@@ -7,9 +7,9 @@ import sys
 import pytest
 import torch
 
-from mluverify.backends import BackendRegistry
-from mluverify.case import Case, Target
-from mluverify.plugin_manager import call_hook, get_plugin_manager
+from mluverify.core.backends import BackendRegistry
+from mluverify.core.case import Case, Target
+from mluverify.core.plugin_manager import call_hook, get_plugin_manager
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def test_a_new_mode_is_one_runner(backend):
 
 def test_importing_mluverify_imports_neither_torch_nor_the_device():
     code = ("import sys, mluverify, mluverify.compat, mluverify.plugins.mlu_backend, "
-            "mluverify.plugins.mlu_cnnl_kernels, mluverify.commands.exec;"
+            "mluverify.plugins.mlu_cnnl_kernels, mluverify.cli.exec;"
             "print(sorted(m for m in ('torch', 'mluverify.device._backend') if m in sys.modules))")
     import os
     from pathlib import Path

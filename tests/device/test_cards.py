@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mluverify.config import Settings
+from mluverify.core.config import Settings
 from mluverify.device import _config, mlu_model as ct
 from mluverify.errors import InvalidArgument
 

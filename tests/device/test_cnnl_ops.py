@@ -110,7 +110,7 @@ def _half(value):
 
 @pytest.mark.parametrize("name", HALF_CASES)
 def test_float16_on_device_deviates_from_float32_within_cnnl_tolerance(name):
-    from mluverify.compare import metrics
+    from mluverify.judge import metrics
 
     fn, inputs = CASES[name]
     expected = _run(fn, inputs, "cpu")

@@ -16,7 +16,7 @@ SEED_SCRIPTS = REPO / "tests" / "seed_scripts"
 # wrapper under `mluverify exec`, then checked against the CPU computed independently.
 CHECKS = {
     "conv_single_op.py": """
-from mluverify.compare import compare
+from mluverify.judge import compare
 assert seed["out_mlu"].device.type == "mlu"
 # MLU270 quantizes the conv's input and weight (int16): within the fused (cnml) bound.
 verdict = compare(seed["out_cpu"], seed["n"](seed["input"]), mode="cnml")

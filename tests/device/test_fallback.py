@@ -162,7 +162,7 @@ def test_the_seed_rule_runs_a_failing_kernel_s_op_on_the_cpu_and_records_why(ker
 
 
 def test_the_rule_is_a_setting_with_a_process_default():
-    from mluverify.config import ConfigError, Settings, parse_settings
+    from mluverify.core.config import ConfigError, Settings, parse_settings
     from mluverify.device import _config, _fallback
 
     assert _config.fallback_rule({}, Settings()) == "cpu"

@@ -8,7 +8,7 @@ import mluverify.device as md
 from mluverify import hookimpl
 from mluverify.device.kernels import KernelRegistry
 from mluverify.errors import InvalidArgument
-from mluverify.plugin_manager import get_plugin_manager
+from mluverify.core.plugin_manager import get_plugin_manager
 
 
 class _DoublingRelu:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mluverify.compare import compare
+from mluverify.judge import compare
 from mluverify.device import mlu_model
 from mluverify.device.numerics import PROFILES
 

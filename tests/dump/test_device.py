@@ -43,7 +43,7 @@ class WrongAddKernel:
 
 @pytest.fixture
 def wrong_add():
-    from mluverify.plugin_manager import get_plugin_manager
+    from mluverify.core.plugin_manager import get_plugin_manager
 
     plugin = WrongAddKernel()
     get_plugin_manager().register(plugin)

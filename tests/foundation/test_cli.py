@@ -1,6 +1,6 @@
 """The mluverify command line: options before or after paths, pass-through after --."""
 from mluverify.cli import build_parser
-from mluverify.commands.run import pytest_arguments
+from mluverify.cli.run import pytest_arguments
 
 
 def parse(*argv):
@@ -20,6 +20,6 @@ def test_arguments_after_double_dash_go_to_pytest(monkeypatch):
     from mluverify import cli
 
     seen = {}
-    monkeypatch.setattr("mluverify.commands.run.run", lambda args: seen.setdefault("argv", pytest_arguments(args)) and 0)
+    monkeypatch.setattr("mluverify.cli.run.run", lambda args: seen.setdefault("argv", pytest_arguments(args)) and 0)
     cli.main(["run", "--workers", "0", "--", "-k", "softmax", "-x"])
     assert seen["argv"][-3:] == ["-k", "softmax", "-x"]

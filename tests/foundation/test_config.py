@@ -4,7 +4,7 @@ import datetime as dt
 import pytest
 
 from mluverify import matches_case_id
-from mluverify.config import load_settings, parse_settings
+from mluverify.core.config import load_settings, parse_settings
 from mluverify.errors import ConfigError
 
 

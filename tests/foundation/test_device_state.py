@@ -12,7 +12,7 @@ import torch
 
 import mluverify.device as md
 from mluverify import hookimpl
-from mluverify.plugin_manager import get_plugin_manager
+from mluverify.core.plugin_manager import get_plugin_manager
 
 
 @pytest.fixture

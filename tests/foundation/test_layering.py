@@ -6,9 +6,9 @@ import sys
 
 import mluverify
 
-CORE = ("mluverify", "mluverify.compare", "mluverify.report", "mluverify.report.records",
-        "mluverify.report.gate", "mluverify.report.rundir", "mluverify.case", "mluverify.backends",
-        "mluverify.session", "mluverify.config", "mluverify.hookspecs", "mluverify.plugin_manager",
+CORE = ("mluverify", "mluverify.judge", "mluverify.report", "mluverify.report.records",
+        "mluverify.report.gate", "mluverify.report.rundir", "mluverify.core.case", "mluverify.core.backends",
+        "mluverify.core.pipeline", "mluverify.core.config", "mluverify.core.hookspecs", "mluverify.core.plugin_manager",
         "mluverify.cli")
 
 LOADED = """

@@ -10,10 +10,10 @@ EXAMPLE = Path(__file__).parents[2] / "examples" / "mluverify-example-plugin"
 CHECK = """
 import json, sys, torch
 from pathlib import Path
-from mluverify.case import Case, Target
-from mluverify.config import Settings
-from mluverify.plugin_manager import new_plugin_manager
-from mluverify.session import Session
+from mluverify.core.case import Case, Target
+from mluverify.core.config import Settings
+from mluverify.core.plugin_manager import new_plugin_manager
+from mluverify.core.pipeline import Session
 
 pm = new_plugin_manager()
 session = Session(pm, Settings(), Path(sys.argv[1]))
@@ -46,7 +46,7 @@ def test_example_plugin_is_discovered_through_its_entry_point(tmp_path):
 
 def test_without_the_package_the_plugin_is_absent(tmp_path):
     out = subprocess.run([sys.executable, "-c",
-                          "from mluverify.plugin_manager import new_plugin_manager as n;"
+                          "from mluverify.core.plugin_manager import new_plugin_manager as n;"
                           "print([k for k, _ in n().list_name_plugin()])"],
                          check=True, capture_output=True, text=True)
     assert "example" not in out.stdout

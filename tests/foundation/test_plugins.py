@@ -10,7 +10,7 @@ import pytest
 
 from mluverify import hookimpl
 from mluverify.errors import PluginError
-from mluverify.plugin_manager import check_plugin, new_plugin_manager
+from mluverify.core.plugin_manager import check_plugin, new_plugin_manager
 
 SUITE = """
 import torch
@@ -135,7 +135,7 @@ def test_a_misspelled_hook_in_an_entry_point_plugin_is_named(tmp_path):
     (site / "badplugin-1.0.dist-info" / "entry_points.txt").write_text("[mluverify]\nbad = badplugin\n")
     (site / "badplugin.py").write_text(textwrap.dedent(MISSPELLED))
     env = dict(os.environ, PYTHONPATH=str(site))
-    out = subprocess.run([sys.executable, "-c", "from mluverify.plugin_manager import new_plugin_manager as n; n()"],
+    out = subprocess.run([sys.executable, "-c", "from mluverify.core.plugin_manager import new_plugin_manager as n; n()"],
                          env=env, capture_output=True, text=True)
     assert out.returncode != 0
     assert "plugin 'bad'" in out.stderr and "did you mean mluverify_add_backends?" in out.stderr

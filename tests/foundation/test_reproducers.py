@@ -105,7 +105,7 @@ def test_a_hypothesis_cases_reproducer_replays_exactly_its_example(pytester):
 
 
 def test_plugins_the_ini_file_gives_again_are_not_repeated(pytester):
-    from mluverify.reproducer import _command_line_plugins
+    from mluverify.pytest_plugin.reproducer import _command_line_plugins
 
     pytester.makeini("[pytest]\naddopts = -p pytester\n")
     config = pytester.parseconfig("-p", "no:cacheprovider", "-p", "mluverify", "-p", "no:cacheprovider")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fusion_models import make_test_model
-from mluverify.compare import metrics
+from mluverify.judge import metrics
 from mluverify.device.fusion import DebugDirError, fuse
 from mluverify.device.fusion.debug import INDEX_NAME
 

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from fusion_models import make_test_model
-from mluverify.case import Case, Target
-from mluverify.compare import compare
+from mluverify.core.case import Case, Target
+from mluverify.judge import compare
 from mluverify.device.fusion import compiled_summaries
 from mluverify.plugins.mlu_backend import MluBackend
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fusion_models import DataDependent, WithCumsum, make_test_model
-from mluverify.compare import compare
+from mluverify.judge import compare
 from mluverify.device.fusion import fuse, fusion_summary
 
 FORCED = "forced by DEBUG_FORCED_FALLBACK_OPS"

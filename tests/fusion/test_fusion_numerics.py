@@ -15,11 +15,11 @@ import mluverify.device as md
 import numerics_reference as ref
 from fusion_models import make_test_model
 from mluverify import hookimpl
-from mluverify.compare import compare
+from mluverify.judge import compare
 from mluverify.device import mlu_model
 from mluverify.device.fusion import fuse, fusion_summary
 from mluverify.device.numerics import numerics_settings, round_mantissa
-from mluverify.plugin_manager import get_plugin_manager
+from mluverify.core.plugin_manager import get_plugin_manager
 
 
 @pytest.fixture

@@ -10,12 +10,12 @@ import torch
 
 from fusion_models import DataDependent, WithCumsum, make_test_model
 from mluverify import hookimpl
-from mluverify.backends import map_tensors
-from mluverify.case import Case, Target
-from mluverify.compare import compare
+from mluverify.core.backends import map_tensors
+from mluverify.core.case import Case, Target
+from mluverify.judge import compare
 from mluverify.device import mlu_model, numerics
 from mluverify.device.fusion import fuse, fusion_summary
-from mluverify.plugin_manager import get_plugin_manager
+from mluverify.core.plugin_manager import get_plugin_manager
 from mluverify.plugins.mlu_backend import MluBackend
 from transformer_models import AttentionBlock, seeded, suite_networks
 

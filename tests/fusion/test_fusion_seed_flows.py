@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from fusion_models import make_test_model, quantized_on_mlu
-from mluverify.case import Case, Target
-from mluverify.compare import compare
+from mluverify.core.case import Case, Target
+from mluverify.judge import compare
 from mluverify.device import mlu_model
 from mluverify.device.fusion import fusion_summary
 from mluverify.plugins.mlu_backend import run_layer_by_layer

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mluverify.compare import compare
+from mluverify.judge import compare
 from mluverify.device.fusion import fusion_summary
 
 # The scripts call torch.jit.trace verbatim, which torch marks deprecated.

@@ -69,7 +69,7 @@ def test_the_hook_supplies_the_seeds_ops_and_the_quantized_layers():
 
 def test_a_plugin_widens_the_fusible_set(monkeypatch):
     from mluverify import hookimpl
-    from mluverify.plugin_manager import get_plugin_manager
+    from mluverify.core.plugin_manager import get_plugin_manager
 
     class Widen:
         @hookimpl

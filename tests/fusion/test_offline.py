@@ -15,8 +15,8 @@ import torch
 
 from fusion_models import WithCumsum, make_test_model, quantized_on_mlu
 from mluverify import __version__
-from mluverify.case import Case, Target
-from mluverify.compare import compare
+from mluverify.core.case import Case, Target
+from mluverify.judge import compare
 from mluverify.device import mlu_model, numerics, offline
 from mluverify.device.fusion import fuse
 from mluverify.plugins.mlu_backend import MluBackend

@@ -1,8 +1,8 @@
 """[tool.mluverify] keys of the judging rules: validated at start-up, the culprit named."""
 import pytest
 
-from mluverify.compare import GOLDEN_RULES, ToleranceTable
-from mluverify.config import parse_settings
+from mluverify.judge import GOLDEN_RULES, ToleranceTable
+from mluverify.core.config import parse_settings
 from mluverify.errors import ConfigError
 
 
@@ -43,7 +43,7 @@ def test_malformed_judging_keys_name_the_culprit(table, culprit):
 
 
 def test_tolerance_entries_may_choose_a_policy_per_op_dtype_or_mode():
-    from mluverify.compare import resolve_tolerance
+    from mluverify.judge import resolve_tolerance
 
     table = ToleranceTable({"sum": "golden", "*:float16": "golden", "*::cnml": 0.03})
     def resolve(op, dtype, mode):

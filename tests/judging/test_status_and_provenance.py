@@ -1,10 +1,10 @@
-"""How a case ends (mluverify.status) and which ATen ops are its op under test
-(mluverify.provenance): pure decisions, checked against hand-written tables."""
+"""How a case ends (mluverify.core.status) and which ATen ops are its op under test
+(mluverify.core.provenance): pure decisions, checked against hand-written tables."""
 import pytest
 
-from mluverify.case import Case, Target
-from mluverify.provenance import is_op_under_test, ops_under_test_on_cpu, packet_name
-from mluverify.status import Facts, decide
+from mluverify.core.case import Case, Target
+from mluverify.core.provenance import is_op_under_test, ops_under_test_on_cpu, packet_name
+from mluverify.core.status import Facts, decide
 
 CNNL = Target("mlu", "cnnl")
 
@@ -74,9 +74,9 @@ def test_declared_aten_ops_replace_the_inference():
 def test_a_failed_comparison_records_its_worst_elements():
     import numpy as np
 
-    from mluverify.backends import Execution
-    from mluverify.compare import compare
-    from mluverify.session import make_record
+    from mluverify.core.backends import Execution
+    from mluverify.judge import compare
+    from mluverify.core.pipeline import make_record
 
     expected = np.ones(4, dtype=np.float32)
     actual = expected.copy()

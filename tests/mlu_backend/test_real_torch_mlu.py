@@ -21,7 +21,7 @@ MINIMAL_PACKAGE = Path(__file__).parent / "minimal_torch_mlu" / "torch_mlu"
 # argv[1]: the module whose core version the cases must leave as they found it.
 RUN_CASES = """
 import importlib, json, sys, torch
-from mluverify.case import Case, Target
+from mluverify.core.case import Case, Target
 from mluverify.plugins.mlu_backend import MluBackend
 
 backend = MluBackend()

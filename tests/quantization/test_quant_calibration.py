@@ -8,7 +8,7 @@ import torch.nn as nn
 from mluverify import hookimpl
 from mluverify.device.quantization import (
     MLUConv1d, MLUConv2d, MLUConv3d, MLULinear, quantize_dynamic_mlu, quantize_for_target)
-from mluverify.plugin_manager import get_plugin_manager
+from mluverify.core.plugin_manager import get_plugin_manager
 
 
 class IConv(nn.Conv2d):

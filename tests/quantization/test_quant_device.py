@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 
 import mluverify.device  # noqa: F401  (registers the "mlu" device)
-from mluverify.compare import assert_close, compare
+from mluverify.judge import assert_close, compare
 from mluverify.device.quantization import (
     QMAX, layer_errors, quantize_dynamic_mlu, quantize_for_target)
 

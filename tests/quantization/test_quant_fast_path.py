@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import mluverify.device  # noqa: F401  registers the device
-from mluverify.compare import compare
+from mluverify.judge import compare
 from mluverify.device.quantization import quantize_dynamic_mlu, quantize_for_target
 
 

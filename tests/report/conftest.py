@@ -9,7 +9,7 @@ import pytest
 def report_pm() -> pluggy.PluginManager:
     """A plugin manager with only the built-in report writers (the other built-ins belong to
     other parts of mluverify and are not needed to write reports)."""
-    from mluverify import hookspecs
+    from mluverify.core import hookspecs
     from mluverify.plugins import report_writers
 
     pm = pluggy.PluginManager(hookspecs.PROJECT)

@@ -2,7 +2,7 @@ import argparse
 
 import pytest
 
-from mluverify.commands import audit as audit_command
+from mluverify.cli import audit as audit_command
 from mluverify.report.audit import audit_runs, round_up
 
 from report_records import as_frame, make_record, write_run

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 import mluverify.report
-from mluverify.commands import baseline as baseline_command
+from mluverify.cli import baseline as baseline_command
 from mluverify.errors import RecordsError
 from mluverify.report.loading import load
 

@@ -2,7 +2,7 @@ import argparse
 
 import pytest
 
-from mluverify.commands import diff as diff_command
+from mluverify.cli import diff as diff_command
 from mluverify.report.diff import diff_runs
 
 from report_records import as_frame, make_record, write_run

@@ -2,11 +2,11 @@ import datetime as dt
 
 import pytest
 
-from mluverify.config import Settings, Waiver
+from mluverify.core.config import Settings, Waiver
 from mluverify.errors import RecordsError
 from mluverify.report import finish_run
 from mluverify.report.records import ShardWriter
-from mluverify.report.session import finish_empty_run
+from mluverify.report.finish import finish_empty_run
 
 from report_records import make_record, write_run
 
@@ -31,7 +31,7 @@ def test_merges_and_writes_every_report(tmp_path, report_pm):
     assert status == 0 and "mluverify gate: passed" in out
     for name in ("records.parquet", "summary.csv", "summary.md", "report.html", "gate.md"):
         assert (tmp_path / name).exists(), name
-    # op, target, dtype, metric, cases, worst status, one count per status (mluverify.status order:
+    # op, target, dtype, metric, cases, worst status, one count per status (mluverify.core.status order:
     # errored, not_on_device, not_fused, nondeterministic, failed, waived, passed), pass rate
     assert (tmp_path / "summary.csv").read_text().splitlines()[1].startswith(
         "add,mlu:cnnl,float32,rel_mse,1,passed,0,0,0,0,0,0,1,1.0,")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import browser
-from mluverify.config import Settings
+from mluverify.core.config import Settings
 from mluverify.report import finish_run
 from mluverify.report.records import ShardWriter
 from mluverify.report.tables import STATUSES
@@ -88,7 +88,7 @@ def run(tmp_path_factory, report_pm_module):
 def report_pm_module():
     import pluggy
 
-    from mluverify import hookspecs
+    from mluverify.core import hookspecs
     from mluverify.plugins import report_writers
 
     pm = pluggy.PluginManager(hookspecs.PROJECT)

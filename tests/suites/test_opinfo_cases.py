@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from mluverify.plugin_manager import new_plugin_manager
+from mluverify.core.plugin_manager import new_plugin_manager
 from mluverify.plugins.opinfo_cases import OpInfoSource, _in_namespaces, base_name
 
 

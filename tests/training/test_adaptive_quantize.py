@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import mluverify.device as md
-from mluverify.compare import metrics
+from mluverify.judge import metrics
 from mluverify.device.quantization import AdaptiveConv2d, AdaptiveLinear, ScaleSchedule, adaptive_quantize
 
 import integer_reference as ref

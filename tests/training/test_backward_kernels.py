@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import mluverify.device as md
-from mluverify.compare import metrics
+from mluverify.judge import metrics
 from mluverify.device import mlu_model
 from mluverify.device.numerics import numerics_settings
 from mluverify.plugins import mlu_backward_kernels as plugin

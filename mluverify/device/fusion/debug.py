@@ -44,7 +44,7 @@ class DebugWriter:
 
     def save(self, group: str, fused: list[torch.Tensor], expected: list[torch.Tensor]) -> None:
         """Save a group's fused outputs and their references; rewrite the index."""
-        from mluverify.compare import metrics
+        from mluverify.judge import metrics
 
         for j, (actual, reference) in enumerate(zip(fused, expected)):
             fused_file = f"mmouttensor_{group}_{j}"

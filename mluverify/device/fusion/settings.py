@@ -166,7 +166,7 @@ def settings_from_env(fusible: Iterable[str], env: Mapping[str, str] | None = No
 def current_settings(env: Mapping[str, str] | None = None) -> FusionSettings:
     """The settings of this process: fusible ops from the hook ``mluverify_fusible_ops``; applies
     ``MM_CPP_MIN_LOG_LEVEL`` to the fusion compiler's logger."""
-    from mluverify.plugin_manager import call_hook, get_plugin_manager
+    from mluverify.core.plugin_manager import call_hook, get_plugin_manager
 
     answers = call_hook(get_plugin_manager(), "mluverify_fusible_ops")
     settings = settings_from_env([name for answer in answers for name in answer], env)

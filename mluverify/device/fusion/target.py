@@ -10,8 +10,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from mluverify.backends import map_tensors
-from mluverify.case import Case
+from mluverify.core.backends import map_tensors
+from mluverify.core.case import Case
 from mluverify.device.fusion.runtime import FusionSummary, fuse
 from mluverify.plugins._bound_call import BoundCall
 

@@ -16,13 +16,13 @@ def layer_errors(float_model: nn.Module, quantized_model: nn.Module, inputs: Any
     A quantized layer is a module of ``quantized_model`` whose class differs from the module of
     the same name in ``float_model``. Both models run on ``inputs`` (a tensor or a tuple of
     positional arguments, moved to each model's device); each layer's output (first call) is
-    compared with ``mluverify.compare.metrics`` in float64, so float16 models work too. The
+    compared with ``mluverify.judge.metrics`` in float64, so float16 models work too. The
     errors accumulate through the network: the first layer whose ``rel_mse`` jumps is the one
     that loses accuracy.
     """
     import pandas as pd
 
-    from mluverify.compare import metrics
+    from mluverify.judge import metrics
 
     names = _swapped_layers(float_model, quantized_model)
     expected = _layer_outputs(float_model, names, inputs)

@@ -17,7 +17,7 @@ def default_mapping() -> dict[type, type]:
 
     Plugins registered later (third-party ones) override earlier ones for the same class.
     """
-    from mluverify.plugin_manager import call_hook, get_plugin_manager
+    from mluverify.core.plugin_manager import call_hook, get_plugin_manager
 
     merged: dict[type, type] = {}
     # pluggy returns the latest-registered plugin's answer first: apply in reverse.

@@ -11,7 +11,7 @@ import argparse
 import os
 from pathlib import Path
 
-from mluverify.config import load_settings
+from mluverify.core.config import load_settings
 from mluverify.errors import InvalidArgument
 
 
@@ -46,7 +46,7 @@ def pytest_arguments(args: argparse.Namespace) -> list[str]:
 
 def _check_paths(paths: list[str]) -> None:
     """Refuse missing test paths before pytest starts (exit 2, like every usage error here)."""
-    from mluverify.pytest_run import missing_paths
+    from mluverify.pytest_plugin.run import missing_paths
 
     missing = missing_paths(paths, Path.cwd())
     if missing:

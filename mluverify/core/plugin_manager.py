@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 import pluggy
 
-from mluverify import hookspecs
+from mluverify.core import hookspecs
 from mluverify.errors import PluginError
 
 # Built-in behaviour, one concern per module, loaded exactly like third-party plugins.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from mluverify.case import Case
+from mluverify.core.case import Case
 
 # Torch-level op names -> the ATen op names (without namespace and overload) that compute them.
 ALIASES: dict[str, tuple[str, ...]] = {

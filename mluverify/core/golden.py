@@ -12,7 +12,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from mluverify.backends import map_tensors
+from mluverify.core.backends import map_tensors
 
 
 @dataclass(frozen=True)

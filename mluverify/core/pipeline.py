@@ -1,7 +1,7 @@
 """A verification session: runs cases on targets and on the CPU, judges them and records them.
 
 The pytest plugin and the CLI both drive one ``Session``; nothing here knows pytest, and torch
-is imported only where a case runs (``mluverify.reference``, ``cast_floating``).
+is imported only where a case runs (``mluverify.core.golden``, ``cast_floating``).
 """
 from __future__ import annotations
 
@@ -17,21 +17,21 @@ from typing import Any, Callable, Mapping
 
 import pluggy
 
-from mluverify import status as statuses
-from mluverify.backends import Backend, BackendRegistry, Execution, map_tensors
-from mluverify.case import Case, Target
-from mluverify.compare import METRIC_NAMES, Tolerance, Verdict, compare, policy, resolve_tolerance
-from mluverify.config import Settings, Waiver
+from mluverify.core import status as statuses
+from mluverify.core.backends import Backend, BackendRegistry, Execution, map_tensors
+from mluverify.core.case import Case, Target
+from mluverify.judge import METRIC_NAMES, Tolerance, Verdict, compare, policy, resolve_tolerance
+from mluverify.core.config import Settings, Waiver
 from mluverify.errors import ConfigError
-from mluverify.plugin_manager import call_hook
-from mluverify.provenance import ops_under_test_on_cpu
-from mluverify.reference import Golden, identical, run_golden
+from mluverify.core.plugin_manager import call_hook
+from mluverify.core.provenance import ops_under_test_on_cpu
+from mluverify.core.golden import Golden, identical, run_golden
 from mluverify.report.records import PROVENANCE_COLUMNS, ShardWriter
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """A judged and recorded case: the verdict, its status (``mluverify.status``) and why, and
+    """A judged and recorded case: the verdict, its status (``mluverify.core.status``) and why, and
     the waiver that excused it when one did."""
 
     verdict: Verdict
@@ -103,11 +103,11 @@ class Session:
         reference is on), judge, decide the status, record, return.
 
         ``grad``: forward and backward, the output and every gradient judged, each its own record
-        (``mluverify.gradients``; ``optimizer``: a factory whose one step is judged too).
+        (``mluverify.core.gradients``; ``optimizer``: a factory whose one step is judged too).
         A device (or reference) that raises is recorded as ``errored`` and the exception re-raised.
         """
         if grad:
-            from mluverify.gradients import verify_gradients
+            from mluverify.core.gradients import verify_gradients
 
             return verify_gradients(self, fn, args, kwargs, case, tolerance=tolerance, waiver=waiver,
                                     checks=checks, optimizer=optimizer)

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from mluverify.report.audit import audit_runs
     from mluverify.report.loading import load
     from mluverify.report.pages import audit_documents, audit_summary
-    from mluverify.report.session import write_files
+    from mluverify.report.finish import write_files
     from mluverify.report.tables import error_points
 
     frames = [load(path) for path in args.runs]

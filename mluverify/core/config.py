@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from mluverify.compare import GOLDEN_RULES, GoldenRule, ToleranceTable, parse_golden_rules
+from mluverify.judge import GOLDEN_RULES, GoldenRule, ToleranceTable, parse_golden_rules
 from mluverify.errors import ConfigError
-from mluverify.status import PROVENANCE_STATUSES
+from mluverify.core.status import PROVENANCE_STATUSES
 
 KNOWN_KEYS = {"targets", "report_dir", "regress_factor", "noise_floor", "tolerances", "waivers",
               "allow", "skip", "core_versions", "determinism_share", "golden", "device_count", "fallback"}

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from mluverify.case import Case, Target
+from mluverify.core.case import Case, Target
 from mluverify.errors import RecordsError
 
 CASES_FILE = "cases.parquet"
@@ -52,7 +52,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 def _captured_source(session: Any) -> Any:
     """The ``captured`` case source of the session's plugins."""
-    from mluverify.plugin_manager import call_hook
+    from mluverify.core.plugin_manager import call_hook
 
     sources = [s for answer in call_hook(session.pm, "mluverify_case_sources") for s in answer]
     return next(source for source in sources if source.name == "captured")
@@ -62,7 +62,7 @@ class CapturedCasesFile(pytest.File):
     """A cases file: one item per unique case, target and device variant."""
 
     def collect(self) -> Iterator[pytest.Item]:
-        from mluverify.pytest_plugin import _requested_targets, _target_params, session_key, settings_key
+        from mluverify.pytest_plugin.plugin import _requested_targets, _target_params, session_key, settings_key
 
         session, settings = self.config.stash[session_key], self.config.stash[settings_key]
         variants = [param for text in _requested_targets(self.config, settings)
@@ -87,7 +87,7 @@ class CapturedCasesFile(pytest.File):
 class CapturedCaseItem(pytest.Item):
     """One captured case on one target (and device variant)."""
 
-    # What the run directory's claim looks for in an item that verifies (mluverify.pytest_run).
+    # What the run directory's claim looks for in an item that verifies (mluverify.pytest_plugin.run).
     fixturenames = ("mlu_target",)
 
     def __init__(self, *, case: Any, target: Target, core_version: str, **kwargs: Any) -> None:
@@ -98,9 +98,9 @@ class CapturedCaseItem(pytest.Item):
         self.replay: Any = None
 
     def _case(self, dtype: str = "float32", shape: str = "") -> Case:
-        from mluverify.pytest_plugin import settings_key
-        from mluverify.pytest_run import report_dir
-        from mluverify.reproducer import reproducer_command
+        from mluverify.pytest_plugin.plugin import settings_key
+        from mluverify.pytest_plugin.run import report_dir
+        from mluverify.pytest_plugin.reproducer import reproducer_command
 
         reproducer = reproducer_command(self.config, self.nodeid, self.mlu_target, self.core_version,
                                         report_dir(self.config, self.config.stash[settings_key]))
@@ -110,10 +110,10 @@ class CapturedCaseItem(pytest.Item):
 
     def setup(self) -> None:
         """Rebuild the inputs; a case that cannot be rebuilt is an errored record."""
-        from mluverify.backends import Execution
-        from mluverify.pytest_plugin import session_key
-        from mluverify.session import make_record
-        from mluverify.status import ERRORED
+        from mluverify.core.backends import Execution
+        from mluverify.pytest_plugin.plugin import session_key
+        from mluverify.core.pipeline import make_record
+        from mluverify.core.status import ERRORED
 
         try:
             self.replay = self.case.build()
@@ -125,7 +125,7 @@ class CapturedCaseItem(pytest.Item):
             pytest.fail(f"{self.case.name}: {why}", pytrace=False)
 
     def runtest(self) -> None:
-        from mluverify.pytest_plugin import _test_outcome, _waiver_for, session_key, settings_key
+        from mluverify.pytest_plugin.plugin import _test_outcome, _waiver_for, session_key, settings_key
 
         __tracebackhide__ = True
         captured = self.case

@@ -4,7 +4,7 @@ A pass means the device computed the op under test, within its bound. The status
 severe first (the first that applies is the case's status):
 
 - ``errored``: the device (or the reference) raised;
-- ``not_on_device``: the op under test ran as a CPU fallback (``mluverify.provenance``);
+- ``not_on_device``: the op under test ran as a CPU fallback (``mluverify.core.provenance``);
 - ``not_fused``: a fused target ran the case layer by layer (the back end says why);
 - ``nondeterministic``: two runs of the case on the device differ;
 - ``failed``: the judged metric breaks its bound;

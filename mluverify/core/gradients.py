@@ -16,7 +16,7 @@ Records (``session.make_record``): ``kind`` ``"output"`` (leaf ``output``), ``"g
 parameter) and ``"param"`` (leaf ``conv1.weight``: the parameter after the optimizer step). Each
 is judged by the case's tolerance (and the golden float64 probe when that is on), with its own
 status: a gradient record is ``not_on_device`` when the op under test or its backward ran on the
-CPU. The worst outcome (``mluverify.status.STATUSES`` order) is returned. Not done for gradients:
+CPU. The worst outcome (``mluverify.core.status.STATUSES`` order) is returned. Not done for gradients:
 the determinism re-run and the failure dump. torch is imported only when a case runs.
 """
 from __future__ import annotations
@@ -28,16 +28,16 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from mluverify import status as statuses
-from mluverify.backends import Execution
-from mluverify.compare import compare
-from mluverify.provenance import is_op_under_test, ops_under_test_on_cpu
+from mluverify.core import status as statuses
+from mluverify.core.backends import Execution
+from mluverify.judge import compare
+from mluverify.core.provenance import is_op_under_test, ops_under_test_on_cpu
 
 if TYPE_CHECKING:
-    from mluverify.case import Case
-    from mluverify.compare import Tolerance
-    from mluverify.config import Waiver
-    from mluverify.session import Checks, Outcome, Session
+    from mluverify.core.case import Case
+    from mluverify.judge import Tolerance
+    from mluverify.core.config import Waiver
+    from mluverify.core.pipeline import Checks, Outcome, Session
 
 OUTPUT, GRAD, PARAM = "output", "grad", "param"
 
@@ -59,7 +59,7 @@ def verify_gradients(session: Session, fn: Callable, args: tuple, kwargs: Mappin
                      checks: Checks, optimizer: Callable | None = None) -> Outcome:
     """Run ``fn`` forward and backward on the case's target and on the CPU, judge the output,
     every input and parameter gradient (and updated parameter), record each, return the worst."""
-    from mluverify.session import Outcome, _one_line, as_reference_dtype, cast_floating, make_record
+    from mluverify.core.pipeline import Outcome, _one_line, as_reference_dtype, cast_floating, make_record
 
     _, backend = session.resolve(case.target)
     started = time.perf_counter()

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from mluverify.compare import POLICIES
+from mluverify.judge import POLICIES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -9,7 +9,7 @@ from mluverify.errors import RecordsError
 if TYPE_CHECKING:
     import pandas as pd
     import pluggy
-    from mluverify.config import Settings
+    from mluverify.core.config import Settings
 
     from mluverify.report.diff import RunDiff
     from mluverify.report.gate import GateResult
@@ -23,7 +23,7 @@ def write_reports(run_dir: Path, pm: "pluggy.PluginManager | None" = None, *, fr
                   gate: "GateResult | None" = None, diff: "RunDiff | None" = None) -> "pd.DataFrame":
     """Call ``mluverify_report`` to write every report output of ``run_dir`` into it (its
     records loaded unless ``frame`` is given; ``gate`` / ``diff`` when made); returns the frame."""
-    from mluverify.plugin_manager import call_hook, get_plugin_manager
+    from mluverify.core.plugin_manager import call_hook, get_plugin_manager
     from mluverify.report.loading import load
 
     frame = load(run_dir) if frame is None else frame

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mluverify.compare._judge import Verdict, assert_close, compare, pair_metrics
-from mluverify.compare._metrics import (
+from mluverify.judge._judge import Verdict, assert_close, compare, pair_metrics
+from mluverify.judge._metrics import (
     BUILTIN_METRICS,
     DIAGNOSTIC,
     EPS,
@@ -18,7 +18,7 @@ from mluverify.compare._metrics import (
     rma,
     sqnr_db,
 )
-from mluverify.compare._tolerance import (
+from mluverify.judge._tolerance import (
     GOLDEN_RULES,
     POLICIES,
     GoldenRule,

@@ -60,8 +60,8 @@ def _merge_into(sources: list[Path], out: Path, args: argparse.Namespace) -> int
 
 
 def _finish(run_dir: Path, args: argparse.Namespace, publish=None) -> int:
-    from mluverify.config import load_settings
-    from mluverify.plugin_manager import get_plugin_manager
+    from mluverify.core.config import load_settings
+    from mluverify.core.plugin_manager import get_plugin_manager
     from mluverify.report import finish_run
     from mluverify.report.records import read_selected
 

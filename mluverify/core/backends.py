@@ -11,7 +11,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
-from mluverify.case import Case, Target
+from mluverify.core.case import Case, Target
 from mluverify.errors import InvalidArgument, valid_choice
 
 if TYPE_CHECKING:

@@ -13,15 +13,15 @@ from typing import Sequence
 from mluverify.errors import MluverifyError
 
 COMMANDS: tuple[str, ...] = (
-    "mluverify.commands.run",
-    "mluverify.commands.report",
-    "mluverify.commands.diff",
-    "mluverify.commands.audit",
-    "mluverify.commands.baseline",
-    "mluverify.commands.durations",
-    "mluverify.commands.dump_diff",
-    "mluverify.commands.capture",
-    "mluverify.commands.exec",
+    "mluverify.cli.run",
+    "mluverify.cli.report",
+    "mluverify.cli.diff",
+    "mluverify.cli.audit",
+    "mluverify.cli.baseline",
+    "mluverify.cli.durations",
+    "mluverify.cli.dump_diff",
+    "mluverify.cli.capture",
+    "mluverify.cli.exec",
 )
 
 

@@ -1,6 +1,6 @@
 """What ``pytest -p mluverify`` adds: the ``--mlu-*`` options, markers and the ``verify`` fixture.
 
-Thin by design: judging and recording live in ``mluverify.session``, reports and gating in
+Thin by design: judging and recording live in ``mluverify.core.pipeline``, reports and gating in
 ``mluverify.report``. State is kept under StashKeys on the pytest config. Modules that
 implement ``mluverify_*`` hooks and are registered with pytest (``-p module``, conftest.py)
 are forwarded to mluverify's own plugin manager.
@@ -13,17 +13,17 @@ from typing import Any, Callable
 
 import pytest
 
-from mluverify.case import Case, Target
-from mluverify.config import Settings, Waiver, load_settings, make_waiver, matches_case_id
+from mluverify.core.case import Case, Target
+from mluverify.core.config import Settings, Waiver, load_settings, make_waiver, matches_case_id
 from mluverify.errors import MluverifyError
-from mluverify.pytest_run import PytestRun, is_worker, report_dir
-from mluverify.reproducer import add_options as add_reproducer_options, reproducer_command
-from mluverify.session import Checks, Session
-from mluverify.status import PASSED
+from mluverify.pytest_plugin.run import PytestRun, is_worker, report_dir
+from mluverify.pytest_plugin.reproducer import add_options as add_reproducer_options, reproducer_command
+from mluverify.core.pipeline import Checks, Session
+from mluverify.core.status import PASSED
 
 session_key = pytest.StashKey[Session]()
 settings_key = pytest.StashKey[Settings]()
-pytest_plugins = ["mluverify.pytest_cases"]  # --mlu-cases: captured cases as items
+pytest_plugins = ["mluverify.pytest_plugin.cases"]  # --mlu-cases: captured cases as items
 
 MARKERS = (
     "mlu_op(name): the op a case verifies (default: the verified callable's name)",
@@ -108,9 +108,9 @@ def _conftests_to_come(config: pytest.Config) -> bool:
 
 
 def _register_run(config: pytest.Config, session: Session, settings: Settings) -> None:
-    """The run's report directory and reproducers (``mluverify.pytest_run``), in pytest and in
+    """The run's report directory and reproducers (``mluverify.pytest_plugin.run``), in pytest and in
     mluverify's plugin manager (it observes records)."""
-    from mluverify.plugin_manager import register
+    from mluverify.core.plugin_manager import register
     from mluverify.report.rundir import RunDirectory
 
     run = PytestRun(config, session, RunDirectory(report_dir(config, settings)),
@@ -122,7 +122,7 @@ def _register_run(config: pytest.Config, session: Session, settings: Settings) -
 def _with_options(settings: Settings, config: pytest.Config) -> Settings:
     """``settings`` with the ``--mlu-*`` options that override ``[tool.mluverify]`` keys applied
     (validated by the same rules)."""
-    from mluverify.config import parse_settings
+    from mluverify.core.config import parse_settings
 
     overrides = {"core_versions": config.getoption("mlu_core_version"),
                  "determinism_share": config.getoption("mlu_determinism_share"),
@@ -136,7 +136,7 @@ def _with_options(settings: Settings, config: pytest.Config) -> Settings:
 
 
 def _new_session(config: pytest.Config, settings: Settings) -> Session:
-    from mluverify.plugin_manager import get_plugin_manager, register
+    from mluverify.core.plugin_manager import get_plugin_manager, register
     from mluverify.report.rundir import RunDirectory
 
     # The process-wide manager: the emulated device takes its kernels from it too.
@@ -148,7 +148,7 @@ def _new_session(config: pytest.Config, settings: Settings) -> Session:
         return Session(pm, settings, Path(config.workerinput["mluverify_run_dir"]),
                        run_id=config.workerinput["mluverify_run_id"], worker=config.workerinput["workerid"],
                        dump_failures=dump_failures)
-    # Records go to the staging directory, claimed before the first test (mluverify.pytest_run).
+    # Records go to the staging directory, claimed before the first test (mluverify.pytest_plugin.run).
     return Session(pm, settings, RunDirectory(report_dir(config, settings)).staging, dump_failures=dump_failures)
 
 
@@ -166,7 +166,7 @@ class _PluginForwarder:
         self.session = session
 
     def pytest_plugin_registered(self, plugin: Any) -> None:
-        from mluverify.plugin_manager import register
+        from mluverify.core.plugin_manager import register
 
         if _mluverify_plugins([plugin]):
             try:
@@ -231,7 +231,7 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
     ATen ops of the op under test (default inferred from ``op``); ``golden``: judge against
     float64 too (default: the ``mlu_golden`` marker or ``--mlu-golden``); ``grad``: run backward
     too and judge every gradient (``optimizer``: a factory ``params -> Optimizer`` whose one step
-    is judged as well; ``mluverify.gradients``)."""
+    is judged as well; ``mluverify.core.gradients``)."""
     session = request.config.stash[session_key]
     settings = request.config.stash[settings_key]
     item = request.node
@@ -306,7 +306,7 @@ def _tolerance_of(item: pytest.Item, explicit: float | None):
     marker = item.get_closest_marker("mlu_tolerance")
     if marker is None:
         return None
-    from mluverify.compare import Tolerance
+    from mluverify.judge import Tolerance
 
     bound = marker.args[0] if marker.args else marker.kwargs["bound"]
     return Tolerance(marker.kwargs.get("metric", "rel_mse"), bound, "marker")

@@ -1,6 +1,6 @@
 """One pytest run's report directory, from claim to swap, and its failing cases' reproducers.
 
-Registered by ``mluverify.pytest_plugin`` in every process of a run (``pytest_configure``):
+Registered by ``mluverify.pytest_plugin.plugin`` in every process of a run (``pytest_configure``):
 
 - the controller claims the directory (``mluverify.report.rundir``) when it knows the run
   verifies something: after collection, if a collected test uses ``verify`` (under
@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from mluverify.config import Settings
+from mluverify.core.config import Settings
 from mluverify.errors import MluverifyError
-from mluverify.hookspecs import hookimpl
+from mluverify.core.hookspecs import hookimpl
 from mluverify.report.rundir import RunDirectory
-from mluverify.session import Session
+from mluverify.core.pipeline import Session
 
 REPRODUCER_SECTION = "mluverify reproducer"
 
@@ -85,7 +85,7 @@ class PytestRun:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         example = self.config.getoption("mlu_reproduce_failure")
         if example:
-            from mluverify.reproducer import apply_example
+            from mluverify.pytest_plugin.reproducer import apply_example
 
             apply_example(items, example)
 
@@ -166,7 +166,7 @@ class PytestRun:
 
     def _finish(self, interrupted: bool) -> int:
         from mluverify.report.rundir import holds_records
-        from mluverify.report.session import finish_empty_run, finish_run
+        from mluverify.report.finish import finish_empty_run, finish_run
 
         gate = bool(self.config.getoption("mlu_gate"))
         if not self.claimed:  # nothing verifying was collected

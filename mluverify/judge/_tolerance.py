@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from mluverify.compare._metrics import JUDGEABLE
+from mluverify.judge._metrics import JUDGEABLE
 from mluverify.errors import ConfigError, InvalidArgument, valid_choice
 
 EXACT = "exact"

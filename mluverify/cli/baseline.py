@@ -31,7 +31,7 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
 
 
 def update_baseline(args: argparse.Namespace) -> int:
-    from mluverify.config import load_settings
+    from mluverify.core.config import load_settings
     from mluverify.errors import RecordsError
     from mluverify.report.loading import load
 

@@ -15,9 +15,9 @@ if TYPE_CHECKING:
     import pandas
     from pathlib import Path
 
-    from mluverify.backends import BackendRegistry
-    from mluverify.case import Case
-    from mluverify.compare import Tolerance
+    from mluverify.core.backends import BackendRegistry
+    from mluverify.core.case import Case
+    from mluverify.judge import Tolerance
     from mluverify.device.kernels import KernelRegistry
     from mluverify.report.diff import RunDiff
     from mluverify.report.gate import GateResult
@@ -39,7 +39,7 @@ def mluverify_add_backends(registry: BackendRegistry) -> None:
     Called once per session registry, and (historic) for every plugin registered later, as it
     registers (a conftest.py that pytest finds while collecting). Call
     ``registry.add(backend)`` for each back end; a back end says itself whether it is available
-    on this machine (see ``mluverify.backends.Backend``).
+    on this machine (see ``mluverify.core.backends.Backend``).
 
     :param registry: the registry of back ends of this session.
     """

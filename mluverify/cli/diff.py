@@ -29,9 +29,9 @@ def run(args: argparse.Namespace) -> int:
     from mluverify.report.diff import diff_runs
     from mluverify.report.loading import load
     from mluverify.report.pages import diff_documents, diff_text
-    from mluverify.report.session import write_files
+    from mluverify.report.finish import write_files
 
-    from mluverify.config import load_settings
+    from mluverify.core.config import load_settings
 
     settings = load_settings(Path("pyproject.toml"))
     result = diff_runs(load(args.base), load(args.new),

@@ -11,8 +11,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from mluverify.compare._metrics import BUILTIN_METRICS, all_metrics, pair_sums
-from mluverify.compare._tolerance import (
+from mluverify.judge._metrics import BUILTIN_METRICS, all_metrics, pair_sums
+from mluverify.judge._tolerance import (
     EXACT,
     GOLDEN_RULES,
     GoldenRule,

@@ -1,1 +1,0 @@
-"""Sub-commands of the ``mluverify`` CLI, one module each."""
