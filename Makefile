@@ -12,7 +12,7 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[vision,dev,training]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[vision,dev,training,ort]'
 	$(BIN)/python -c "import mluverify.device"  # builds the device's C++ hooks once (mluverify/device/build/)
 	$(BIN)/python -c "from mluverify.dump._fused import native; native()"  # and the Dumper's (mluverify/dump/build/)
 	touch $(STAMP)

@@ -1,8 +1,12 @@
 """Repo-level pytest set-up: hypothesis profiles for the suites and mluverify's own tests.
 
-``ci`` (the default) is deterministic and bounded; ``audit`` draws many examples and lets
-``hypothesis.target`` steer towards the worst judged metric. Choose with
-``--hypothesis-profile=audit``.
+``ci`` (the default) is deterministic and bounded: 6 examples per test, no shrinking (a failure
+is reported as drawn). ``audit`` is the worst-case search (``--hypothesis-profile=audit``): 200
+examples per test, random, shrinking on. It searches shapes, value distributions, layouts and
+every element's value (``mluverify.strategies``), and ``hypothesis.target`` steers it towards
+the largest raw error (``strategies.search_score``: rel_mse without Cambricon's eps rule, which
+moves where the judged value is 0). Each test costs about 200 / 6 = 33 times its ``ci`` time,
+plus the shrinking of a failure: plan on the order of 30x ``make verify``'s wall time.
 
 Examples must be the same in every run, or the gate would compare different inputs under one
 case id. Hypothesis (this release: constraints.txt) also draws constants mined from every

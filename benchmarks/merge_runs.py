@@ -17,7 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mluverify.report.records import merge_runs, run_metadata, write_metadata
+from mluverify.report.merging import merge_runs
+from mluverify.report.records import run_metadata, write_metadata
 from report_scale import median_seconds, synthetic_run
 
 SLICES = 3

@@ -11,11 +11,11 @@ from __future__ import annotations
 from mluverify.core.backends import Backend, BackendRegistry, Execution
 from mluverify.core.case import Case, Target
 from mluverify.judge import Tolerance, Verdict, assert_close, compare, metrics
-from mluverify.core.config import matches_case_id
+from mluverify.core.expectations import matches_case_id
 from mluverify.errors import ConfigError, InvalidArgument, MluverifyError, PluginError, RecordsError
 from mluverify.core.hookspecs import hookimpl
 
-__version__ = "0.1.0"
+from mluverify._version import __version__
 
 # Where the entry point is not installed (a source checkout on PYTHONPATH), ``-p mluverify``
 # imports this package as the plugin: pytest then loads the real plugin from this list. A list

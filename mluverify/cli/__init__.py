@@ -22,6 +22,7 @@ COMMANDS: tuple[str, ...] = (
     "mluverify.cli.dump_diff",
     "mluverify.cli.capture",
     "mluverify.cli.exec",
+    "mluverify.cli.fuzz",
 )
 
 

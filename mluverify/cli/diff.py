@@ -29,11 +29,10 @@ def run(args: argparse.Namespace) -> int:
     from mluverify.report.diff import diff_runs
     from mluverify.report.loading import load
     from mluverify.report.pages import diff_documents, diff_text
+    from mluverify.core.config import project_settings
     from mluverify.report.finish import write_files
 
-    from mluverify.core.config import load_settings
-
-    settings = load_settings(Path("pyproject.toml"))
+    settings = project_settings()
     result = diff_runs(load(args.base), load(args.new),
                        regress_factor=_given_or(args.regress_factor, settings.regress_factor),
                        noise_floor=_given_or(args.noise_floor, settings.noise_floor))

@@ -28,11 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     """Write the reports; print the headline, the reproducer and the page's path."""
-    from mluverify.dump import dump_diff, write_reports
-    from mluverify.dump._diff import EXIT_STATUS, case_error, headline, shown_table
+    from mluverify.dump import EXIT_STATUS, dump_diff, shown_table
+    from mluverify.report.dump_diff import case_error, headline, write_dump_diff_pages
 
     diff = dump_diff(args.dump_dir, mode=args.mode, case=case_error(args.dump_dir))
-    paths = write_reports(diff, args.out or args.dump_dir, all_ops=args.all_ops)
+    paths = write_dump_diff_pages(diff, args.out or args.dump_dir, all_ops=args.all_ops)
     shown = len(shown_table(diff, args.all_ops))
     print(headline(diff))
     if diff.reproducer:

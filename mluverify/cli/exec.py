@@ -1,4 +1,8 @@
-"""``mluverify exec script.py [args]``: run a torch_mlu script unchanged on the emulated MLU."""
+"""``mluverify exec script.py [args]``: run a torch_mlu script unchanged on the emulated MLU.
+
+The command builds its own plugin manager (built-ins and entry points) and configures it for
+the script's run, so an installed plugin's device kernels apply to the script too.
+"""
 from __future__ import annotations
 
 import argparse
@@ -15,5 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mluverify.compat import exec_script
+    from mluverify.core.plugin_manager import configured_plugin_manager
 
-    return exec_script(args.script, [*args.args, *getattr(args, "passthrough", [])])
+    with configured_plugin_manager():
+        return exec_script(args.script, [*args.args, *getattr(args, "passthrough", [])])

@@ -3,7 +3,9 @@ its reports. ``mluverify report --merge RUN... --out DIR``: merge the runs sever
 of one suite (CI slices) into the run DIR — refusing overlapping case ids and runs of different
 versions — and report it; ``--baseline`` / ``--gate`` gate the merged run.
 
-Regress factor, noise floor, waivers and allowed statuses come from ``[tool.mluverify]``.
+Regress factor, noise floor, waivers and allowed statuses come from ``[tool.mluverify]``. A run
+that did not finish (killed, interrupted, stopped early) is reported as incomplete and exits 1
+unless ``--allow-incomplete``.
 """
 from __future__ import annotations
 
@@ -24,6 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "one is kept as DIR.prev)")
     parser.add_argument("--baseline", type=Path, default=None, metavar="DIR", help="baseline run to diff against")
     parser.add_argument("--gate", action="store_true", help="exit 1 when the gate fails")
+    parser.add_argument("--allow-incomplete", action="store_true",
+                        help="exit 0 (and let the gate pass) for a run that did not finish; it is still "
+                             "reported as incomplete")
     parser.set_defaults(func=run)
 
 
@@ -41,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _merge_into(sources: list[Path], out: Path, args: argparse.Namespace) -> int:
     """Build the merged run beside ``out`` and swap it in, as a pytest run would."""
-    from mluverify.report.records import merge_runs
+    from mluverify.report.merging import merge_runs
     from mluverify.report.rundir import RunDirectory
 
     directory = RunDirectory(out)
@@ -60,11 +65,13 @@ def _merge_into(sources: list[Path], out: Path, args: argparse.Namespace) -> int
 
 
 def _finish(run_dir: Path, args: argparse.Namespace, publish=None) -> int:
-    from mluverify.core.config import load_settings
-    from mluverify.core.plugin_manager import get_plugin_manager
+    from mluverify.core.config import project_settings
+    from mluverify.core.plugin_manager import configured_plugin_manager
     from mluverify.report import finish_run
     from mluverify.report.records import read_selected
 
-    return finish_run(run_dir, pm=get_plugin_manager(), settings=load_settings(Path("pyproject.toml")),
-                      baseline=args.baseline, gate=args.gate, terminal_write=print,
-                      selected=read_selected(run_dir), publish=publish)
+    with configured_plugin_manager() as pm:  # this command's own: built-ins and entry points
+        return finish_run(run_dir, pm=pm, settings=project_settings(),
+                          baseline=args.baseline, gate=args.gate, terminal_write=print,
+                          selected=read_selected(run_dir), publish=publish,
+                          allow_incomplete=args.allow_incomplete)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mluverify.core.config import load_settings
 from mluverify.errors import InvalidArgument
+from mluverify.project import find_rootdir, project_path, pyproject_of
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,7 +37,8 @@ def pytest_arguments(args: argparse.Namespace) -> list[str]:
     _check_paths(args.paths)
     argv = ["-p", "mluverify", *args.paths]
     argv += [f"--mlu-target={target}" for target in args.target]
-    report = Path(args.report or load_settings(Path("pyproject.toml")).report_dir)
+    root = find_rootdir(args.paths)  # pytest's rootdir for these paths: [tool.mluverify] is read there
+    report = Path(args.report or project_path(root, load_settings(pyproject_of(root)).report_dir))
     # Written into the run while it is being built, so it is swapped in with the run.
     argv += [f"--mlu-report={report}", f"--junitxml={RunDirectory(report).staging / 'junit.xml'}"]
     if str(args.workers) != "0":

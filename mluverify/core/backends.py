@@ -94,7 +94,7 @@ class Backend(abc.ABC):
 
 
 class BackendRegistry:
-    """The back ends of a session, by name; resolves target strings to back ends."""
+    """The back ends of a run's pipeline, by name; resolves target strings to back ends."""
 
     def __init__(self) -> None:
         self._backends: dict[str, Backend] = {}

@@ -1,7 +1,7 @@
 """What is being verified: a target (``backend:mode``) and a case on it."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from mluverify.errors import InvalidArgument
 
@@ -36,7 +36,6 @@ class Case:
     back end runs the case on (for the MLU its core version, ``"MLU270"``; ``""`` the back
     end's default). ``aten_ops`` names the ATen ops that implement the op under test
     (``"aten::clamp.Tensor"``; empty: inferred from ``op``, see ``mluverify.core.provenance``).
-    ``marks`` carries tolerance/waiver markers as plain data so the judge never needs pytest.
     """
 
     case_id: str
@@ -50,7 +49,6 @@ class Case:
     reproducer: str = ""
     core_version: str = ""
     aten_ops: tuple[str, ...] = ()
-    marks: dict = field(default_factory=dict, compare=False, hash=False)
 
     @property
     def mode(self) -> str:

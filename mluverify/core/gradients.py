@@ -1,4 +1,4 @@
-"""``verify(fn, *args, grad=True)``: the output and every gradient judged, each its own record.
+"""The gradient probe: what ``verify(fn, *args, grad=True)`` runs and judges, leaf by leaf.
 
 The case runs forward and backward on its target and on the CPU from the same inputs, the same
 parameters and the same upstream gradient (one seeded normal tensor per floating output), inside
@@ -11,33 +11,23 @@ does (decided once, from the CPU arguments, for every run). The probe seeds
 torch with the case's seed (0 by default) before each run: random ops (dropout) draw alike on a
 device whose generator follows the CPU's algorithm.
 
-Records (``session.make_record``): ``kind`` ``"output"`` (leaf ``output``), ``"grad"`` (leaf
+The probe's results are *leaves*, each judged and recorded by the pipeline
+(``mluverify.core.pipeline``): ``kind`` ``"output"`` (leaf ``output``), ``"grad"`` (leaf
 ``x.grad`` for an input named ``x`` in ``fn``'s signature, ``conv1.weight.grad`` for a
-parameter) and ``"param"`` (leaf ``conv1.weight``: the parameter after the optimizer step). Each
-is judged by the case's tolerance (and the golden float64 probe when that is on), with its own
-status: a gradient record is ``not_on_device`` when the op under test or its backward ran on the
-CPU. The worst outcome (``mluverify.core.status.STATUSES`` order) is returned. Not done for gradients:
-the determinism re-run and the failure dump. torch is imported only when a case runs.
+parameter) and ``"param"`` (leaf ``conv1.weight``: the parameter after the optimizer step). A
+gradient is ``not_on_device`` when the op under test or its backward ran on the CPU
+(``ops_on_cpu``). torch is imported only when a case runs.
 """
 from __future__ import annotations
 
 import copy
 import functools
 import inspect
-import time
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
-from mluverify.core import status as statuses
-from mluverify.core.backends import Execution
-from mluverify.judge import compare
+from mluverify.core.case import Case
 from mluverify.core.provenance import is_op_under_test, ops_under_test_on_cpu
-
-if TYPE_CHECKING:
-    from mluverify.core.case import Case
-    from mluverify.judge import Tolerance
-    from mluverify.core.config import Waiver
-    from mluverify.core.pipeline import Checks, Outcome, Session
 
 OUTPUT, GRAD, PARAM = "output", "grad", "param"
 
@@ -54,53 +44,18 @@ class Leaf:
     golden: Any = None
 
 
-def verify_gradients(session: Session, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case, *,
-                     tolerance: Tolerance | float | None = None, waiver: Waiver | None = None,
-                     checks: Checks, optimizer: Callable | None = None) -> Outcome:
-    """Run ``fn`` forward and backward on the case's target and on the CPU, judge the output,
-    every input and parameter gradient (and updated parameter), record each, return the worst."""
-    from mluverify.core.pipeline import Outcome, _one_line, as_reference_dtype, cast_floating, make_record
-
-    _, backend = session.resolve(case.target)
-    started = time.perf_counter()
-    try:
-        probe = _probe_class()(fn, 0 if case.seed is None else case.seed, optimizer, args, kwargs)
-        upstream = probe.upstream(args, kwargs)
-        execution = backend.execute(probe, cast_floating((upstream, *args), case.dtype), dict(kwargs), case=case)
-        expected = copy.deepcopy(probe)(upstream, *args, **kwargs)
-        judged_tolerance, golden, note = session.tolerance_and_golden(probe, (upstream, *args), kwargs, case,
-                                                                         tolerance, checks)
-    except Exception as exc:
-        session.write(make_record(session.run_id, case, None, Execution(None), time.perf_counter() - started,
-                                  status=statuses.ERRORED, why=_one_line(exc), error=_one_line(exc))
-                      | {"kind": GRAD})
-        raise
-    duration_s = time.perf_counter() - started
-    outcomes = []
-    for leaf in _leaves(probe.leaf_names(args, kwargs), as_reference_dtype(execution.output, case.dtype),
-                        expected, golden.output):
-        verdict = _judged(session, leaf, judged_tolerance, case, checks)
-        status, why = _status(leaf.kind, verdict, case, execution, waiver)
-        record = make_record(session.run_id, case, verdict, execution, duration_s, status=status,
-                             why="; ".join(filter(None, (why, note))))
-        record.update(kind=leaf.kind, leaf=verdict.leaf)
-        session.write(record)
-        outcomes.append(Outcome(verdict, record, status, why, waiver))
-    return min(outcomes, key=lambda outcome: statuses.STATUSES.index(outcome.status))
+def gradient_probe(fn: Callable, case: Case, optimizer: Callable | None, args: tuple,
+                   kwargs: Mapping[str, Any]) -> Any:
+    """The probe of ``fn`` for ``case`` (a torch module; see the module docstring): call it
+    with ``(probe.upstream(args, kwargs), *args)`` and ``kwargs``."""
+    return _probe_class()(fn, 0 if case.seed is None else case.seed, optimizer, args, kwargs)
 
 
-def _judged(session: Session, leaf: Leaf, tolerance: Tolerance, case: Case, checks: Checks):
-    """The leaf's verdict, named after the leaf (``conv1.weight.grad``, ``output[0]``)."""
-    verdict = compare(leaf.actual, leaf.expected, tolerance=tolerance, dtype=case.dtype,
-                      extra_metrics=session.extra_metrics, golden=leaf.golden, golden_rules=session.settings.golden,
-                      expect_non_finite=checks.expect_non_finite)
-    return replace(verdict, leaf=leaf.name + verdict.leaf)
-
-
-def _leaves(names: tuple[list[str], list[str]], actual: tuple, expected: tuple, golden: tuple | None) -> list[Leaf]:
+def probe_leaves(probe: Any, args: tuple, kwargs: Mapping[str, Any], actual: tuple, expected: tuple,
+                 golden: tuple | None) -> list[Leaf]:
     """The probe's results as judged leaves: output, input gradients, parameter gradients,
     updated parameters."""
-    input_names, parameter_names = names
+    input_names, parameter_names = probe.leaf_names(args, kwargs)
     labels = [(OUTPUT, [OUTPUT]), (GRAD, [f"{n}.grad" for n in input_names]),
               (GRAD, [f"{n}.grad" for n in parameter_names]), (PARAM, parameter_names)]
     leaves = []
@@ -112,18 +67,7 @@ def _leaves(names: tuple[list[str], list[str]], actual: tuple, expected: tuple, 
     return leaves
 
 
-def _status(kind: str, verdict, case: Case, execution: Execution, waiver: Waiver | None) -> tuple[str, str]:
-    status, why = statuses.decide(statuses.Facts(
-        verdict.passed,
-        ops_on_cpu=_ops_on_cpu(kind, case, execution.fallback_ops),
-        not_fused_reason=execution.not_fused_reason if execution.executed_as == "layer-by-layer" else None,
-    ))
-    if status != statuses.PASSED and waiver is not None and not waiver.expired():
-        status, why = statuses.WAIVED, f"{status}: {why or verdict.reason}"
-    return status, why
-
-
-def _ops_on_cpu(kind: str, case: Case, fallback_ops: tuple[str, ...]) -> tuple[str, ...]:
+def ops_on_cpu(kind: str, case: Case, fallback_ops: tuple[str, ...]) -> tuple[str, ...]:
     """The op under test among the fallbacks: its forward ops for the output, and for a gradient
     also its backward (``aten::convolution_backward_overrideable`` for ``conv2d``)."""
     forward = [op for op in fallback_ops if "_backward" not in op]

@@ -1,4 +1,5 @@
-"""Every extension point of mluverify, in one place, grouped by phase.
+"""Every extension point of mluverify's core, in one place, grouped by phase (the emulated
+device declares its own: ``mluverify.device_hookspecs``).
 
 A plugin is any module or object with functions named like these hooks, decorated with
 ``mluverify.hookimpl``. Built-in behaviour lives in ``mluverify/plugins/`` and uses exactly
@@ -18,9 +19,6 @@ if TYPE_CHECKING:
     from mluverify.core.backends import BackendRegistry
     from mluverify.core.case import Case
     from mluverify.judge import Tolerance
-    from mluverify.device.kernels import KernelRegistry
-    from mluverify.report.diff import RunDiff
-    from mluverify.report.gate import GateResult
 
 PROJECT = "mluverify"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -28,8 +26,50 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 
 # ---------------------------------------------------------------------------------------------
-# set-up hooks: called once, when the plugin manager (or the emulated device) is built
+# set-up hooks: called when a run's plugin manager is built, configured and closed
 # ---------------------------------------------------------------------------------------------
+
+
+@hookspec(historic=True)
+def mluverify_addhooks(pluginmanager: pluggy.PluginManager) -> None:
+    """Add hook specifications with ``pluginmanager.add_hookspecs(module)`` (as pytest's
+    ``pytest_addhooks``).
+
+    Called (historic) for every plugin as it registers; the hooks it adds apply to the plugins
+    registered after it. The built-in ``mluverify.plugins.mlu_device`` adds the emulated
+    device's hooks (``mluverify.device_hookspecs``) this way, so it loads before the others.
+
+    :param pluginmanager: the run's plugin manager.
+    """
+
+
+@hookspec
+def mluverify_configure(pluginmanager: pluggy.PluginManager) -> None:
+    """The run starts: its plugins (built-ins, entry points, ``-p``) are registered.
+
+    Called once per run (per pytest config, per CLI command), before the first case.
+
+    :param pluginmanager: the run's plugin manager.
+    """
+
+
+@hookspec
+def mluverify_plugin_registered(plugin: Any, pluginmanager: pluggy.PluginManager) -> None:
+    """A plugin was registered through ``mluverify.core.plugin_manager.register`` (e.g. a
+    conftest.py that pytest finds while collecting). A PluginError raised here unregisters it.
+
+    :param plugin: the plugin that registered.
+    :param pluginmanager: the run's plugin manager.
+    """
+
+
+@hookspec
+def mluverify_unconfigure(pluginmanager: pluggy.PluginManager) -> None:
+    """The run ends: undo what ``mluverify_configure`` set up outside the plugin manager, so
+    a next run in the same process starts clean.
+
+    :param pluginmanager: the run's plugin manager.
+    """
 
 
 @hookspec(historic=True)
@@ -42,36 +82,6 @@ def mluverify_add_backends(registry: BackendRegistry) -> None:
     on this machine (see ``mluverify.core.backends.Backend``).
 
     :param registry: the registry of back ends of this session.
-    """
-
-
-@hookspec(historic=True)
-def mluverify_device_kernels(registry: KernelRegistry) -> None:
-    """Add or override emulated-MLU kernels, by ATen op name and execution mode.
-
-    Called when ``mluverify.device`` is first imported (again by
-    ``mluverify.device.reload_kernels()``), and (historic) for every plugin registered later,
-    as it registers: its kernels take effect at once. Later registrations of the same op and
-    mode win, so ``tryfirst`` built-ins can be overridden by ordinary third-party impls.
-
-    :param registry: call ``registry.register("aten::add.Tensor", fn, mode="cnnl")``.
-    """
-
-
-@hookspec
-def mluverify_fusible_ops() -> Iterable[str]:
-    """Return ATen op names (``"aten::convolution"``) that may join a fusion group.
-
-    The union of every plugin's answer, less ``DEBUG_FORCED_FALLBACK_OPS``, is the fusible set.
-    """
-
-
-@hookspec
-def mluverify_quant_mapping() -> Mapping[type, type]:
-    """Return a mapping float module class -> quantized module class.
-
-    Merged over every plugin; used by ``quantize_dynamic_mlu`` when ``mapping`` is not given.
-    Exact types are matched: a subclass of ``nn.Conv2d`` is not quantized.
     """
 
 
@@ -122,8 +132,9 @@ def mluverify_record(record: dict[str, Any]) -> None:
 
 
 @hookspec
-def mluverify_report(frame: pandas.DataFrame, outdir: Path, gate: GateResult | None,
-                     diff: RunDiff | None) -> None:
+def mluverify_report(frame: pandas.DataFrame, outdir: Path,
+                     gate: "mluverify.report.gate.GateResult | None",  # named, not imported: the
+                     diff: "mluverify.report.diff.RunDiff | None") -> None:  # report is a layer above
     """Write extra report outputs for a finished run. An implementation may take only the
     arguments it uses (e.g. ``frame`` and ``outdir``).
 

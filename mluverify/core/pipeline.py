@@ -1,32 +1,37 @@
-"""A verification session: runs cases on targets and on the CPU, judges them and records them.
+"""The verification pipeline: runs cases on targets and on the CPU, judges them and records them.
 
-The pytest plugin and the CLI both drive one ``Session``; nothing here knows pytest, and torch
-is imported only where a case runs (``mluverify.core.golden``, ``cast_floating``).
+One ``Pipeline`` per run (per process under xdist), built by a front end (the pytest plugin) and
+handed what it needs: the plugin manager, the settings, where records go. Each comparison has
+one tolerance (``mluverify.judge.resolve_tolerance``), one verdict, one status and one
+``Record``; ``grad=True`` judges the output and every gradient of the probe of
+``mluverify.core.gradients`` the same way. Nothing here knows pytest, and torch is imported only
+where a case runs (``mluverify.core.golden``, ``cast_floating``).
 """
 from __future__ import annotations
 
-import json
-import math
+import copy
 import time
 import traceback
 import uuid
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 import pluggy
 
 from mluverify.core import status as statuses
 from mluverify.core.backends import Backend, BackendRegistry, Execution, map_tensors
 from mluverify.core.case import Case, Target
-from mluverify.judge import METRIC_NAMES, Tolerance, Verdict, compare, policy, resolve_tolerance
-from mluverify.core.config import Settings, Waiver
-from mluverify.errors import ConfigError
+from mluverify.core.config import Settings
+from mluverify.core.expectations import Waiver
+from mluverify.core.golden import Golden, identical, run_golden
+from mluverify.core.gradients import GRAD, OUTPUT, gradient_probe, ops_on_cpu, probe_leaves
 from mluverify.core.plugin_manager import call_hook
 from mluverify.core.provenance import ops_under_test_on_cpu
-from mluverify.core.golden import Golden, identical, run_golden
-from mluverify.report.records import PROVENANCE_COLUMNS, ShardWriter
+from mluverify.core.record import Record, make_record
+from mluverify.errors import ConfigError
+from mluverify.judge import Tolerance, Verdict, compare, policy, resolve_tolerance
 
 
 @dataclass(frozen=True)
@@ -35,7 +40,7 @@ class Outcome:
     the waiver that excused it when one did."""
 
     verdict: Verdict
-    record: Mapping[str, Any]
+    record: Record
     status: str
     why: str = ""
     waiver: Waiver | None = None
@@ -55,19 +60,56 @@ class Checks:
     expect_non_finite: bool = False
 
 
+class RecordWriter(Protocol):
+    """Where a run's records go (``mluverify.report.records.ShardWriter``)."""
+
+    def write(self, record: Record) -> None: ...
+
+    def close(self) -> None: ...
+
+
+# Dumps a failing case (``mluverify.dump.dump_case``): (fn, args, kwargs, directory) -> the
+# directory the dump of ``fn(*args, **kwargs)`` went to.
+DumpCase = Callable[[Callable[..., Any], tuple, Mapping[str, Any], Path], Path]
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    """One judged value of a case: what it is (``gradients.OUTPUT``, ``GRAD``, ``PARAM``), its
+    verdict, and the ops under test among the CPU fallbacks that concern it."""
+
+    kind: str
+    verdict: Verdict
+    ops_on_cpu: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """A case run on its target and judged, not yet decided nor recorded."""
+
+    execution: Execution
+    comparisons: list[_Comparison]
+    note: str = ""  # why the golden reference did not judge, when it was asked for
+    nondeterminism: str = ""
+
+
 @dataclass
-class Session:
-    """Back ends, tolerances and the record writer of one run (one per process under xdist)."""
+class Pipeline:
+    """Back ends, tolerances and the record writer of one run (one per process under xdist).
+
+    ``open_writer(run_dir, worker)`` opens the record writer at the first record;
+    ``dump_case``: dump every failing case (outputs only) into ``run_dir/dumps``."""
 
     pm: pluggy.PluginManager
     settings: Settings
     run_dir: Path
+    open_writer: Callable[[Path, str], RecordWriter]
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     worker: str = "main"
-    dump_failures: bool = False
+    dump_case: DumpCase | None = None
     backends: BackendRegistry = field(init=False)
     extra_metrics: dict[str, Callable] = field(init=False)
-    _writer: ShardWriter | None = field(init=False, default=None)
+    _writer: RecordWriter | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.backends = BackendRegistry()
@@ -88,58 +130,61 @@ class Session:
     def resolve(self, target: Target | str) -> tuple[Target, Backend]:
         return self.backends.resolve(target)
 
-    def tolerance(self, case: Case, marker: Tolerance | float | None = None) -> Tolerance:
-        """Marker > hook ``mluverify_tolerance`` > ``[tool.mluverify.tolerances]`` > policy."""
-        _, backend = self.resolve(case.target)
-        hook = None if marker is not None else call_hook(self.pm, "mluverify_tolerance", case=case)
-        return resolve_tolerance(op=case.op, dtype=case.dtype, mode=case.mode,
-                                 policy_name=backend.policy(case.mode), marker=marker, hook=hook,
-                                 table=self.settings.tolerances)
-
     def verify(self, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case, *,
                tolerance: Tolerance | float | None = None, waiver: Waiver | None = None,
                checks: Checks = Checks(), grad: bool = False, optimizer: Callable | None = None) -> Outcome:
         """Run ``fn`` on the case's target and on the CPU (float32; float64 too when the golden
         reference is on), judge, decide the status, record, return.
 
-        ``grad``: forward and backward, the output and every gradient judged, each its own record
-        (``mluverify.core.gradients``; ``optimizer``: a factory whose one step is judged too).
-        A device (or reference) that raises is recorded as ``errored`` and the exception re-raised.
+        ``tolerance``: the marker's (see ``resolve_tolerance``). ``grad``: forward and backward,
+        the output and every gradient judged, each its own record, the worst outcome returned
+        (``mluverify.core.gradients``; ``optimizer``: a factory whose one step is judged too; no
+        determinism re-run nor failure dump). A device (or reference) that raises is recorded as
+        ``errored`` and the exception re-raised.
         """
-        if grad:
-            from mluverify.core.gradients import verify_gradients
-
-            return verify_gradients(self, fn, args, kwargs, case, tolerance=tolerance, waiver=waiver,
-                                    checks=checks, optimizer=optimizer)
         _, backend = self.resolve(case.target)
         started = time.perf_counter()
-        device_args = cast_floating(args, case.dtype)
         try:
-            execution = backend.execute(fn, device_args, dict(kwargs), case=case)
-            nondeterminism = self._second_run(backend, fn, device_args, kwargs, case, execution)
-            expected = fn(*args, **kwargs)
-            verdict, golden_note = self._judge(fn, args, kwargs, case, execution, expected, tolerance, checks)
+            judged = (self._judge_gradients(backend, fn, args, kwargs, case, tolerance, checks, optimizer) if grad
+                      else self._judge_output(backend, fn, args, kwargs, case, tolerance, checks))
         except Exception as exc:
-            self.write(make_record(self.run_id, case, None, Execution(None), time.perf_counter() - started,
-                                   status=statuses.ERRORED, why=_one_line(exc), error=_one_line(exc)))
+            self.write_errored(case, _one_line(exc), time.perf_counter() - started, kind=GRAD if grad else OUTPUT)
             raise
         # compiling is recorded apart (compile_s), so duration_s compares with eager targets
-        duration_s = time.perf_counter() - started - (execution.info.get("compile_s") or 0.0)
-        if self.dump_failures and not verdict.passed:
-            dumped = self._dump(backend, fn, device_args, kwargs, case)
+        duration_s = time.perf_counter() - started - (judged.execution.info.get("compile_s") or 0.0)
+        if self.dump_case is not None and not grad and not judged.comparisons[0].verdict.passed:
+            dumped = self._dump(backend, fn, cast_floating(args, case.dtype), kwargs, case)
             case = replace(case, reproducer=f"{case.reproducer}; dump: {dumped}")
-        status, why = statuses.decide(statuses.Facts(
-            verdict.passed,
-            ops_on_cpu=ops_under_test_on_cpu(case, execution.fallback_ops),
-            not_fused_reason=execution.not_fused_reason if execution.executed_as == "layer-by-layer" else None,
-            nondeterminism=nondeterminism,
-        ))
-        if status != statuses.PASSED and waiver is not None and not waiver.expired():
-            status, why = statuses.WAIVED, f"{status}: {why or verdict.reason}"
-        record = make_record(self.run_id, case, verdict, execution, duration_s, status=status,
-                             why="; ".join(filter(None, (why, golden_note))))
-        self.write(record)
-        return Outcome(verdict, record, status, why, waiver)
+        outcomes = [self._record(case, comparison, judged, duration_s, waiver) for comparison in judged.comparisons]
+        return min(outcomes, key=lambda outcome: statuses.STATUSES.index(outcome.status))
+
+    def _judge_output(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case,
+                      marker: Tolerance | float | None, checks: Checks) -> _Judged:
+        device_args = cast_floating(args, case.dtype)
+        execution = backend.execute(fn, device_args, dict(kwargs), case=case)
+        nondeterminism = self._second_run(backend, fn, device_args, kwargs, case, execution)
+        expected = fn(*args, **kwargs)
+        tolerance, golden, note = self._tolerance_and_golden(fn, args, kwargs, case, marker, checks)
+        verdict = self._compare(as_reference_dtype(execution.output, case.dtype), expected, golden.output,
+                                tolerance, case, checks)
+        comparison = _Comparison(OUTPUT, verdict, ops_under_test_on_cpu(case, execution.fallback_ops))
+        return _Judged(execution, [comparison], note, nondeterminism)
+
+    def _judge_gradients(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any],
+                         case: Case, marker: Tolerance | float | None, checks: Checks,
+                         optimizer: Callable | None) -> _Judged:
+        probe = gradient_probe(fn, case, optimizer, args, kwargs)
+        probe_args = (probe.upstream(args, kwargs), *args)
+        execution = backend.execute(probe, cast_floating(probe_args, case.dtype), dict(kwargs), case=case)
+        expected = copy.deepcopy(probe)(*probe_args, **kwargs)
+        tolerance, golden, note = self._tolerance_and_golden(probe, probe_args, kwargs, case, marker, checks)
+        comparisons = []
+        for leaf in probe_leaves(probe, args, kwargs, as_reference_dtype(execution.output, case.dtype), expected,
+                                 golden.output):
+            verdict = self._compare(leaf.actual, leaf.expected, leaf.golden, tolerance, case, checks)
+            comparisons.append(_Comparison(leaf.kind, replace(verdict, leaf=leaf.name + verdict.leaf),
+                                           ops_on_cpu(leaf.kind, case, execution.fallback_ops)))
+        return _Judged(execution, comparisons, note)
 
     def _second_run(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any],
                     case: Case, first: Execution) -> str:
@@ -150,44 +195,68 @@ class Session:
             return ""
         return identical(first.output, backend.execute(fn, args, dict(kwargs), case=case).output)
 
-    def tolerance_and_golden(self, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case,
-                             marker: Tolerance | float | None, checks: Checks) -> tuple[Tolerance, Golden, str]:
-        """The case's tolerance, the golden float64 run of ``fn`` when asked for, and a note when
-        it is unavailable (then the mode's policy judges instead of ``golden``)."""
-        tolerance = self.tolerance(case, marker)
+    def _tolerance_and_golden(self, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case,
+                              marker: Tolerance | float | None, checks: Checks) -> tuple[Tolerance, Golden, str]:
+        """The case's tolerance (resolved once), the golden float64 run of ``fn`` when asked
+        for, and a note when it is unavailable (then the mode's policy judges instead of
+        ``golden``)."""
+        _, backend = self.resolve(case.target)
+        hook = None if marker is not None else call_hook(self.pm, "mluverify_tolerance", case=case)
+        tolerance = resolve_tolerance(op=case.op, dtype=case.dtype, mode=case.mode,
+                                      policy_name=backend.policy(case.mode), marker=marker, hook=hook,
+                                      table=self.settings.tolerances)
         golden = run_golden(fn, args, kwargs) if checks.golden or tolerance.golden else Golden()
         note = f"golden reference unavailable ({golden.unavailable})" if golden.unavailable else ""
         if tolerance.golden and golden.output is None:
-            tolerance = policy(self.resolve(case.target)[1].policy(case.mode))
+            tolerance = policy(backend.policy(case.mode))
             note += f"; judged by {tolerance.source} instead"
         return tolerance, golden, note
 
-    def _judge(self, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case, execution: Execution,
-               expected: Any, marker: Tolerance | float | None, checks: Checks) -> tuple[Verdict, str]:
-        """The verdict, and a note when the golden reference was asked for but is unavailable."""
-        tolerance, golden, note = self.tolerance_and_golden(fn, args, kwargs, case, marker, checks)
-        verdict = compare(as_reference_dtype(execution.output, case.dtype), expected, tolerance=tolerance,
-                          dtype=case.dtype, extra_metrics=self.extra_metrics, golden=golden.output,
-                          golden_rules=self.settings.golden, expect_non_finite=checks.expect_non_finite)
-        return verdict, note
+    def _compare(self, actual: Any, expected: Any, golden: Any, tolerance: Tolerance, case: Case,
+                 checks: Checks) -> Verdict:
+        """The verdict on one value, by its resolved tolerance."""
+        return compare(actual, expected, tolerance=tolerance, dtype=case.dtype, extra_metrics=self.extra_metrics,
+                       golden=golden, golden_rules=self.settings.golden,
+                       expect_non_finite=checks.expect_non_finite)
+
+    def _record(self, case: Case, comparison: _Comparison, judged: _Judged, duration_s: float,
+                waiver: Waiver | None) -> Outcome:
+        """Decide the status of one comparison (a live waiver excuses any but a pass), record it."""
+        verdict, execution = comparison.verdict, judged.execution
+        status, why = statuses.decide(statuses.Facts(
+            verdict.passed,
+            ops_on_cpu=comparison.ops_on_cpu,
+            not_fused_reason=execution.not_fused_reason if execution.executed_as == "layer-by-layer" else None,
+            nondeterminism=judged.nondeterminism,
+        ))
+        if status != statuses.PASSED and waiver is not None and not waiver.expired():
+            status, why = statuses.WAIVED, f"{status}: {why or verdict.reason}"
+        record = make_record(self.run_id, case, verdict, execution, duration_s, status=status,
+                             why="; ".join(filter(None, (why, judged.note))), kind=comparison.kind)
+        self.write(record)
+        return Outcome(verdict, record, status, why, waiver)
 
     def _dump(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any],
-               case: Case) -> Path:
-        """Re-run a failing case on its target under the Dumper (level 1, CPU re-run of each op);
-        returns the dump's path relative to the run directory (which is renamed when the run
-        ends, and may be merged with runs from other machines)."""
-        from mluverify.dump import dump_case
-
+              case: Case) -> Path:
+        """Re-run a failing case on its target under ``dump_case``; returns the dump's path
+        relative to the run directory (which is renamed when the run ends, and may be merged
+        with runs from other machines)."""
         name = "".join(c if c.isalnum() or c in "-_." else "_" for c in case.case_id)[-120:]
-        dumped = dump_case(lambda: backend.execute(fn, args, dict(kwargs), case=case), (), {},
-                           self.run_dir / "dumps" / name)
+        dumped = self.dump_case(lambda: backend.execute(fn, args, dict(kwargs), case=case), (), {},
+                                self.run_dir / "dumps" / name)
         return Path(dumped).relative_to(self.run_dir)
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write_errored(self, case: Case, why: str, duration_s: float = 0.0, *, kind: str = OUTPUT) -> None:
+        """Record a case that could not be judged (its device, reference or inputs raised)."""
+        self.write(make_record(self.run_id, case, None, Execution(None), duration_s, status=statuses.ERRORED,
+                               why=why, error=why, kind=kind))
+
+    def write(self, record: Record) -> None:
+        """Write ``record`` to the run's records, then show it to ``mluverify_record``."""
         if self._writer is None:
-            self._writer = ShardWriter(self.run_dir, self.worker)
+            self._writer = self.open_writer(self.run_dir, self.worker)
         self._writer.write(record)
-        call_hook(self.pm, "mluverify_record", record=record)
+        call_hook(self.pm, "mluverify_record", record=record.as_row())
 
     def close(self) -> None:
         if self._writer is not None:
@@ -209,63 +278,6 @@ def as_reference_dtype(obj: Any, dtype: str) -> Any:
     if dtype == "float32":
         return obj
     return map_tensors(lambda t: t.float() if t.is_floating_point() else t, obj)
-
-
-def make_record(run_id: str, case: Case, verdict: Verdict | None, execution: Execution,
-                duration_s: float, *, status: str, why: str = "", error: str = "") -> dict[str, Any]:
-    """One row of the records (see ``mluverify.report.records.COLUMNS``)."""
-    diagnostics = dict(verdict.diagnostics) if verdict else {}
-    extra = {k: v for k, v in diagnostics.items() if k not in METRIC_NAMES}
-    device_error = verdict.device_error if verdict else None
-    reference_error = verdict.reference_error if verdict else None
-    reason = verdict.reason if verdict else ""
-    return {
-        "run_id": run_id,
-        "case_id": case.case_id,
-        "suite": case.suite,
-        "op": case.op,
-        "target": str(case.target),
-        "backend": case.backend,
-        "mode": case.mode,
-        "dtype": case.dtype,
-        "quant": case.quant,
-        "shape": case.shape,
-        "metric": verdict.metric if verdict else "",
-        "value": verdict.value if verdict else math.nan,
-        "bound": verdict.bound if verdict else math.nan,
-        "passed": bool(verdict and verdict.passed),
-        "headroom": verdict.headroom if verdict else 0.0,
-        **{name: diagnostics.get(name) for name in METRIC_NAMES},
-        "extra_metrics": json.dumps(extra) if extra else "",
-        "nan_mismatch": verdict.nan_mismatch if verdict else 0,
-        "fallback_ops": ",".join(execution.fallback_ops),
-        "seed": case.seed,
-        "reproducer": case.reproducer,
-        "duration_s": duration_s,
-        "reason": f"{why}; {reason}" if why and reason and why != error else (reason or why),
-        "error": error,
-        "waived": status == statuses.WAIVED,
-        "status": status,
-        "kind": "output",
-        "leaf": verdict.leaf if verdict else "",
-        "executed_as": execution.executed_as if verdict else "",
-        "op_on_cpu": bool(ops_under_test_on_cpu(case, execution.fallback_ops)),
-        "not_fused_reason": execution.not_fused_reason,
-        **{name: execution.info.get(name) for name in PROVENANCE_COLUMNS},
-        "core_version": execution.info.get("core_version") or case.core_version or None,
-        "device_error": device_error,
-        "reference_error": reference_error,
-        "error_ratio": _ratio(device_error, reference_error),
-        "worst": "; ".join(f"{index}: {a:.6g} vs {e:.6g}" for index, a, e in verdict.worst) if verdict else "",
-    }
-
-
-def _ratio(device_error: float | None, reference_error: float | None) -> float | None:
-    if device_error is None or reference_error is None:
-        return None
-    if reference_error == 0:
-        return 0.0 if device_error == 0 else math.inf
-    return device_error / reference_error
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,36 +1,37 @@
-"""The pluggy plugin manager shared by the pytest plugin, the CLI and the emulated device.
+"""The pluggy plugin manager of one run: built per pytest config and per CLI command, handed to
+what calls hooks, configured at the start of the run and unconfigured at its end. There is no
+process-wide manager: two runs in one process see only their own plugins.
 
 Every plugin, however it comes (built-in, entry point, ``-p``, conftest.py, registered late), is
 checked when it registers: a ``mluverify_*`` function that is no hook (a misspelled name, or a
 hook without ``@mluverify.hookimpl``, which pluggy would silently ignore) is a PluginError naming
 the plugin and the nearest hook, and pluggy rejects what does not fit a spec. Historic hooks
-(``mluverify_add_backends``, ``mluverify_device_kernels``) reach plugins registered later too.
+(``mluverify_addhooks``, ``mluverify_add_backends``) reach plugins registered later too.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
-import functools
 import importlib
 import sys
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import pluggy
 
 from mluverify.core import hookspecs
 from mluverify.errors import PluginError
 
-# Built-in behaviour, one concern per module, loaded exactly like third-party plugins.
+# Built-in behaviour, one concern per module, loaded exactly like third-party plugins;
+# ``mlu_device`` first: it adds the device's hook specifications that later plugins implement.
 DEFAULT_PLUGINS: tuple[str, ...] = (
+    "mluverify.plugins.mlu_device",
     "mluverify.plugins.torch_devices",
     "mluverify.plugins.inductor_backend",
     "mluverify.plugins.mlu_backend",
-    "mluverify.plugins.mlu_backward_kernels",
-    "mluverify.plugins.mlu_cnnl_kernels",
-    "mluverify.plugins.mlu_fusion",
-    "mluverify.plugins.mlu_quant",
     "mluverify.plugins.report_writers",
     "mluverify.plugins.opinfo_cases",
     "mluverify.plugins.captured_cases",
+    "mluverify.plugins.ort_backend",
 )
 
 
@@ -42,6 +43,7 @@ def new_plugin_manager(extra: Iterable[Any] = (), *, entry_points: bool = True) 
     """
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
+    pm.hook.mluverify_addhooks.call_historic(kwargs={"pluginmanager": pm})
     for name in DEFAULT_PLUGINS:
         register(pm, name)
     if entry_points:
@@ -84,6 +86,34 @@ def register(pm: pluggy.PluginManager, plugin: Any) -> None:
         raise PluginError(f"plugin {_name(pm, plugin_object)} raised when registered (historic hooks "
                           f"are called then): {type(exc).__name__}: {exc}") from exc
     _check_pending(pm)
+    try:
+        call_hook(pm, "mluverify_plugin_registered", plugin=plugin_object, pluginmanager=pm)
+    except PluginError:
+        pm.unregister(plugin_object)
+        raise
+
+
+def configure(pm: pluggy.PluginManager) -> None:
+    """Start the run of ``pm``: call ``mluverify_configure`` (e.g. hand ``pm`` to the device)."""
+    call_hook(pm, "mluverify_configure", pluginmanager=pm)
+
+
+def unconfigure(pm: pluggy.PluginManager) -> None:
+    """End the run of ``pm``: call ``mluverify_unconfigure`` (e.g. reset the device)."""
+    call_hook(pm, "mluverify_unconfigure", pluginmanager=pm)
+
+
+@contextlib.contextmanager
+def configured_plugin_manager(extra: Iterable[Any] = (), *, entry_points: bool = True
+                              ) -> Iterator[pluggy.PluginManager]:
+    """A new plugin manager (``new_plugin_manager``), configured for the ``with`` block: the run
+    of one CLI command (or of a script that hands its kernel plugins to the device)."""
+    pm = new_plugin_manager(extra, entry_points=entry_points)
+    try:
+        configure(pm)
+        yield pm
+    finally:
+        unconfigure(pm)
 
 
 def _check_pending(pm: pluggy.PluginManager) -> None:
@@ -125,20 +155,17 @@ def _name(pm: pluggy.PluginManager, plugin: Any) -> str:
     return f"{name!r}" + (f" ({where})" if where else "")
 
 
-@functools.lru_cache(maxsize=1)
-def get_plugin_manager() -> pluggy.PluginManager:
-    """The process-wide plugin manager (built-ins and entry points), built on first use."""
-    return new_plugin_manager()
-
-
 def call_hook(pm: pluggy.PluginManager, name: str, **kwargs: Any) -> Any:
     """Call hook ``name`` (a historic one also for plugins registered later, returning None); a
-    plugin that raises becomes a PluginError naming plugin and hook."""
+    plugin that raises becomes a PluginError naming plugin and hook (a PluginError raised
+    inside, which names its culprit already, passes unchanged)."""
     hook = getattr(pm.hook, name)
     try:
         if hook.is_historic():
             return hook.call_historic(kwargs=kwargs)
         return hook(**kwargs)
+    except PluginError:
+        raise
     except Exception as exc:
         culprit = _culprit(pm, exc)
         raise PluginError(f"plugin {culprit} raised in hook {name}: {type(exc).__name__}: {exc}") from exc

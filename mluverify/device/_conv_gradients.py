@@ -6,7 +6,9 @@ matmul class: quantized operands on MLU270 (matmul precision int8 / int16 / int3
 operands split across the cores on MLU370, the CPU's float32 product where the device multiplies
 like the CPU (MLU270 ``float``, an operand holding Inf / NaN).
 The reduced dimension is the output channels of a group for the input gradient and the batch
-for the weight gradient. Used by ``mluverify.plugins.mlu_backward_kernels``.
+for the weight gradient; its core split is one backward convolution whose groups are the
+(group, core) parts, as the forward's is one convolution. Used by
+``mluverify.device.backward_kernels``.
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
-from mluverify.device.contractions import ConvolutionProduct, Product, ProductCall, device_result
+from mluverify.device.contractions import (
+    ConvolutionProduct, Product, ProductCall, cores_last, device_result, padded_split)
 from mluverify.device.numerics import active_cores, active_settings
 
 _FLOATING = (torch.float16, torch.float32)
@@ -23,39 +26,24 @@ aten = torch.ops.aten
 
 @dataclass(frozen=True)
 class _ConvolutionGradient(ConvolutionProduct):
-    """A product of the convolution's backward; the geometry is the forward convolution's."""
+    """A product of the convolution's backward; the geometry is the forward convolution's. Its
+    core split, as the forward's, is one call: each (group, core) part of the reduced dim is a
+    group of one backward convolution with ``cores`` times the groups."""
 
     def backward(self, grad_output: torch.Tensor, input: torch.Tensor, weight: torch.Tensor,
-                 mask: list[bool]) -> tuple:
+                 mask: list[bool], groups: int | None = None) -> tuple:
         return aten.convolution_backward.default(grad_output, input, weight, None, self.stride, self.padding,
                                                  self.dilation, self.transposed, self.output_padding,
-                                                 self.groups, mask)
-
-
-    def split_right(self, right: torch.Tensor, cores: int) -> torch.Tensor:
-        return right  # a gradient's operands change every step: nothing to prepare
-
-    def partials(self, left: torch.Tensor, right: torch.Tensor, cores: int) -> torch.Tensor:
-        """One product per contiguous part of ``ceil(E / cores)`` of the reduced dim (empty
-        parts add +0), stacked in a last dim of size ``cores``."""
-        extent = self.extent(left, right)
-        size = max(1, -(-extent // cores))
-        parts = [self.part(left, right, start, min(start + size, extent)) for start in range(0, extent, size)]
-        parts += [torch.zeros_like(parts[0])] * (cores - len(parts))
-        return torch.stack(parts, -1)
-
-    def extent(self, left: torch.Tensor, right: torch.Tensor) -> int:
-        """The size of the reduced dim."""
-        raise NotImplementedError
-
-    def part(self, left: torch.Tensor, right: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-        """The product over ``start:stop`` of the reduced dim."""
-        raise NotImplementedError
+                                                 groups or self.groups, mask)
 
 
 def _placeholder(like: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     """A tensor of ``shape`` whose values the product never reads (as torch.nn.grad does)."""
     return like.new_empty(1).expand(shape)
+
+
+def _times_cores(shape: tuple[int, ...], dim: int, cores: int) -> tuple[int, ...]:
+    return shape[:dim] + (shape[dim] * cores,) + shape[dim + 1:]
 
 
 @dataclass(frozen=True)
@@ -68,16 +56,26 @@ class InputGradient(_ConvolutionGradient):
     def __call__(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
         return self.backward(left, _placeholder(left, self.input_shape), right, [True, False, False])[0]
 
-    def extent(self, left: torch.Tensor, right: torch.Tensor) -> int:
-        return left.shape[1] // self.groups
+    def split_right(self, right: torch.Tensor, cores: int) -> torch.Tensor:
+        """The weight with one group per (group, core): its part of the group's output channels."""
+        groups = self.groups
+        if self.transposed:  # [(g, C_in/g), C_out/g, *k] -> [(g, core, C_in/g), part, *k]
+            return padded_split(right.unflatten(0, (groups, -1)), 2, cores).transpose(1, 2).flatten(0, 2)
+        # [(g, C_out/g), C_in/g, *k] -> [(g, core, part), C_in/g, *k]
+        return padded_split(right.unflatten(0, (groups, -1)), 1, cores).flatten(0, 2)
 
-    def part(self, left: torch.Tensor, right: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-        left = left.unflatten(1, (self.groups, -1))[:, :, start:stop].flatten(1, 2)
-        if self.transposed:
-            right = right[:, start:stop]
-        else:
-            right = right.unflatten(0, (self.groups, -1))[:, start:stop].flatten(0, 1)
-        return self(left, right)
+    def partials(self, left: torch.Tensor, split_right: torch.Tensor, cores: int) -> torch.Tensor:
+        groups = self.groups
+        grad_output = padded_split(left.unflatten(1, (groups, -1)), 2, cores).flatten(1, 3)  # (g, core, part)
+        input = _placeholder(left, _times_cores(self.input_shape, 1, cores))  # channels (g, core, C_in/g)
+        grad_input = self.backward(grad_output, input, split_right, [True, False, False], groups * cores)[0]
+        return cores_last(grad_input, groups, cores)
+
+
+def _batch_split(x: torch.Tensor, cores: int) -> torch.Tensor:
+    """``x`` [N, C, *s] as [ceil(N / cores), (core, C), *s]: each core's images side by side
+    as a channel group."""
+    return padded_split(x, 0, cores).transpose(0, 1).flatten(1, 2)
 
 
 @dataclass(frozen=True)
@@ -89,11 +87,14 @@ class WeightGradient(_ConvolutionGradient):
     def __call__(self, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
         return self.backward(right, left, _placeholder(left, self.weight_shape), [False, True, False])[1]
 
-    def extent(self, left: torch.Tensor, right: torch.Tensor) -> int:
-        return left.shape[0]
+    def split_right(self, right: torch.Tensor, cores: int) -> torch.Tensor:
+        return _batch_split(right, cores)  # grad_output: channels (core, g, C_out/g)
 
-    def part(self, left: torch.Tensor, right: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-        return self(left[start:stop], right[start:stop])
+    def partials(self, left: torch.Tensor, split_right: torch.Tensor, cores: int) -> torch.Tensor:
+        weight = _placeholder(left, _times_cores(self.weight_shape, 0, cores))  # dim 0 (core, g, c)
+        grad_weight = self.backward(split_right, _batch_split(left, cores), weight, [False, True, False],
+                                    self.groups * cores)[1]
+        return grad_weight.unflatten(0, (cores, -1)).movedim(0, -1)
 
 
 def product_kernel(product: Product, left: torch.Tensor, right: torch.Tensor, cache_right: bool) -> torch.Tensor:

@@ -22,18 +22,17 @@ from typing import Any, Callable
 import torch
 
 from mluverify.device import _fallback, _hazards, _queued, queues
-from mluverify.device._storage import DEVICE_TYPE, alias, buffer_of, current_card, device_view, wrap_cpu
+from mluverify.device._numbers import wrapped_number
+from mluverify.device._storage import (DEVICE_TYPE, alias, buffer_of, current_card, device_view, empty_device,
+                                       wrap_cpu)
 
 _libraries: dict[str, torch.library.Library] = {}
 _lib_fallback = torch.library.Library("_", "IMPL")
 _CPU = torch.device("cpu")
-_mark_wrapped_number = torch.ops.mluverify_native.mark_wrapped_number
 
 
 # native_batch_norm updates these in place although its schema does not mark them as written.
 UNANNOTATED_WRITES = frozenset({"running_mean", "running_var"})
-# What ATen's wrapped_scalar_tensor makes of a Python number.
-_WRAPPED_NUMBER_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
 
 
 class MixedDeviceError(RuntimeError):
@@ -46,14 +45,6 @@ def _mixed(op_name: str, first: torch.device, other: torch.device) -> MixedDevic
         f"Expected all tensors to be on the same device, but found at least two devices, "
         f"{first} and {other}! (when checking arguments for {op_name})"
     )
-
-
-def wrapped_number(value: bool | int | float | complex) -> torch.Tensor:
-    """The 0-dim CPU tensor ATen makes of a Python number: promoted as a number, not as a tensor
-    (``tensor(0.3, float32) * 1.0`` stays float32)."""
-    scalar = torch.scalar_tensor(value, dtype=_WRAPPED_NUMBER_DTYPES[type(value)])
-    _mark_wrapped_number(scalar)
-    return scalar
 
 
 class Call:
@@ -192,14 +183,42 @@ class OpRunner:
             _fallback.record(self.name, why_cpu)
         compute = functools.partial(self.compute, kernel, call)
         queue = queues.queue_in_effect(call.card) if self.queueable else None
-        if queue is not None:
-            outputs = _queued.submit(self, queue, compute, call, args, kwargs)
-            if outputs is not _queued.NOT_QUEUED:
-                return outputs
+        planned = None if queue is None else _queued.plan(self.op, self._tensor_positions, args, kwargs)
+        if planned is not None:
+            return self._submit(planned, queue, compute, call, args, kwargs)
         if _hazards.any_pending():
             _hazards.settle_read(call.buffers)
             _hazards.settle_write(self.written_buffers(args, kwargs))
         return self.wrap(compute(), args, kwargs, call)
+
+    def _submit(self, planned: tuple[_queued.Geometry, ...], queue: queues.Queue, compute: Callable[[], Any],
+                call: Call, args: tuple, kwargs: dict) -> Any:
+        """Queue the op on ``queue``: its outputs now (``planned``), its computation on the worker."""
+        outputs, fresh = [], []
+        for position, (size, stride, dtype) in enumerate(planned):
+            target = self._return_alias[position]
+            if target is None:
+                output = empty_device(size, dtype, stride, call.card)
+                # The geometry is taken now: the caller may change the output's in place (stft
+                # squeezes and transposes its result) before the worker fills it.
+                fresh.append((position, output, alias(output)))
+            else:
+                output = self._argument(target, args, kwargs)
+            outputs.append(output)
+        written = self.written_buffers(args, kwargs)
+
+        def run() -> None:
+            result = compute()
+            results = (result,) if isinstance(result, torch.Tensor) else tuple(result or ())
+            for position, _, host in fresh:
+                _queued.fill(self.name, host, results[position])
+            for buffer in written:
+                buffer.generation += 1
+
+        queue.submit(self.name, run, call.buffers, written + [buffer_of(o) for _, o, _ in fresh])
+        if not outputs:
+            return None
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def compute(self, kernel: Callable | None, call: Call) -> Any:
         """The CPU-side result; under the ``seed`` rule a failing kernel falls back to the CPU op

@@ -24,10 +24,10 @@ import contextvars
 import threading
 from typing import Iterator
 
-from mluverify.core.config import FALLBACK_RULES
 from mluverify.device import _config
 from mluverify.device._contextvars import block
 from mluverify.device._log import logger
+from mluverify.device_keys import FALLBACK_RULES
 from mluverify.errors import MluverifyError, valid_choice
 
 CPU, SEED = FALLBACK_RULES

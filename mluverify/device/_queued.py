@@ -4,24 +4,23 @@ An op can be queued when torch can tell its outputs' shapes, dtypes and strides 
 data: it runs on meta tensors; the fresh outputs are allocated on the card right away and the
 caller gets them (or, for an in-place op, its argument) at once. On the worker the kernel runs
 on the CPU aliases taken when the op was issued, and each fresh result is copied into its
-output. An op whose outputs depend on its data (``nonzero``, ``masked_select``), or that has no
-meta kernel, is not queued: ``submit`` returns ``NOT_QUEUED`` and the caller runs it at once,
+output (``fill``). An op whose outputs depend on its data (``nonzero``, ``masked_select``), or
+that has no meta kernel, is not queued: ``plan`` returns None and the caller runs it at once,
 after the work it depends on.
+
+This module plans from an op and its arguments only; ``_dispatch.OpRunner`` submits the op to
+its queue with the plan (so this module needs nothing of the dispatcher's).
 """
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any
 
 import torch
 
-from mluverify.device._storage import DEVICE_TYPE, alias, buffer_of, empty_device
+from mluverify.device._numbers import wrapped_number
+from mluverify.device._storage import DEVICE_TYPE
 
-if TYPE_CHECKING:
-    from mluverify.device._dispatch import Call, OpRunner
-    from mluverify.device.queues import Queue
-
-NOT_QUEUED = object()
 Geometry = tuple[tuple[int, ...], tuple[int, ...], torch.dtype]  # an output's size, stride, dtype
 _META = torch.device("meta")
 PLAN_CACHE_ENTRIES = 4096
@@ -76,15 +75,16 @@ class _Plans:
         self.geometries: dict[tuple, tuple[Geometry, ...] | None] = {}
         self.lock = threading.Lock()
 
-    def get(self, runner: "OpRunner", args: tuple, kwargs: dict) -> tuple[Geometry, ...] | None:
-        key = (runner.op, _signature(args), _signature(tuple(kwargs.items())))
+    def get(self, op: torch._ops.OpOverload, tensor_positions: frozenset[int], args: tuple,
+            kwargs: dict) -> tuple[Geometry, ...] | None:
+        key = (op, _signature(args), _signature(tuple(kwargs.items())))
         try:
             return self.geometries[key]
         except KeyError:
             pass
         except TypeError:  # an argument that cannot be hashed: plan without the cache
-            return meta_results(runner, args, kwargs)
-        planned = meta_results(runner, args, kwargs)
+            return meta_results(op, tensor_positions, args, kwargs)
+        planned = meta_results(op, tensor_positions, args, kwargs)
         with self.lock:
             if len(self.geometries) >= PLAN_CACHE_ENTRIES:
                 del self.geometries[next(iter(self.geometries))]
@@ -102,22 +102,22 @@ def _signature(value: Any) -> Any:
     return type(value).__name__, value
 
 
-def meta_results(runner: "OpRunner", args: tuple, kwargs: dict) -> tuple[Geometry, ...] | None:
+def meta_results(op: torch._ops.OpOverload, tensor_positions: frozenset[int], args: tuple,
+                 kwargs: dict) -> tuple[Geometry, ...] | None:
     """The geometry of the op's results from its meta kernel (one per schema return), or None
-    when torch cannot tell it without the data."""
-    from mluverify.device._dispatch import wrapped_number
-
-    if runner.op in _NOT_PLANNED:
+    when torch cannot tell it without the data. ``tensor_positions``: the positional arguments
+    the schema types as tensors (a Python number there is a wrapped number)."""
+    if op in _NOT_PLANNED:
         return None
-    meta_args = [wrapped_number(v) if isinstance(v, (bool, int, float, complex)) and i in runner._tensor_positions
+    meta_args = [wrapped_number(v) if isinstance(v, (bool, int, float, complex)) and i in tensor_positions
                  else _to_meta(v) for i, v in enumerate(args)]
     meta_kwargs = {k: _to_meta(v) for k, v in kwargs.items()}
     try:
-        result = _META_EQUIVALENTS.get(runner.op, runner.op)(*meta_args, **meta_kwargs)
+        result = _META_EQUIVALENTS.get(op, op)(*meta_args, **meta_kwargs)
     except Exception:  # noqa: BLE001 - no meta kernel, data-dependent shape, bad arguments: run now
         return None
     results = (result,) if isinstance(result, torch.Tensor) else tuple(result or ())
-    correct = _CPU_RESULTS.get(runner.op)
+    correct = _CPU_RESULTS.get(op)
     results = results if correct is None else correct(results, args, kwargs)
     return tuple((tuple(r.size()), r.stride(), r.dtype) for r in results)
 
@@ -125,40 +125,13 @@ def meta_results(runner: "OpRunner", args: tuple, kwargs: dict) -> tuple[Geometr
 _PLANS = _Plans()
 
 
-def submit(runner: "OpRunner", queue: "Queue", compute: Callable[[], Any], call: "Call",
-           args: tuple, kwargs: dict) -> Any:
-    """Queue the op on ``queue``; its outputs, or ``NOT_QUEUED`` when it must run now."""
-    planned = _PLANS.get(runner, args, kwargs)
-    if planned is None:
-        return NOT_QUEUED
-    outputs, fresh = [], []
-    for position, (size, stride, dtype) in enumerate(planned):
-        target = runner._return_alias[position]
-        if target is None:
-            output = empty_device(size, dtype, stride, call.card)
-            # The geometry is taken now: the caller may change the output's in place (stft
-            # squeezes and transposes its result) before the worker fills it.
-            fresh.append((position, output, alias(output)))
-        else:
-            output = runner._argument(target, args, kwargs)
-        outputs.append(output)
-    written = runner.written_buffers(args, kwargs)
-
-    def run() -> None:
-        result = compute()
-        results = (result,) if isinstance(result, torch.Tensor) else tuple(result or ())
-        for position, _, host in fresh:
-            _fill(runner.name, host, results[position])
-        for buffer in written:
-            buffer.generation += 1
-
-    queue.submit(runner.name, run, call.buffers, written + [buffer_of(o) for _, o, _ in fresh])
-    if not outputs:
-        return None
-    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+def plan(op: torch._ops.OpOverload, tensor_positions: frozenset[int], args: tuple,
+         kwargs: dict) -> tuple[Geometry, ...] | None:
+    """The geometry of each result of queuing ``op`` on ``args``, or None when it must run now."""
+    return _PLANS.get(op, tensor_positions, args, kwargs)
 
 
-def _fill(op_name: str, host: torch.Tensor, result: torch.Tensor) -> None:
+def fill(op_name: str, host: torch.Tensor, result: torch.Tensor) -> None:
     """Copy a kernel's result into the (CPU alias of the) output planned for it."""
     if result.shape != host.shape or result.dtype != host.dtype:
         raise RuntimeError(f"{op_name}: the kernel returned {result.dtype} {list(result.shape)} where torch's "

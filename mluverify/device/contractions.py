@@ -1,5 +1,5 @@
 """The matmul class on the emulated MLU: convolution (every kind), mm, addmm, bmm, mv, addmv and dot, as pure
-functions on CPU tensors (the kernels of ``mluverify.plugins.mlu_cnnl_kernels``).
+functions on CPU tensors (the kernels of ``mluverify.device.builtin_kernels``).
 
 How a product ``left x right`` (``right`` the weight) is computed, by the active settings
 (``mluverify.device.numerics``); float16 inputs are widened exactly to float32 first and the
@@ -61,8 +61,9 @@ class Product:
         raise NotImplementedError
 
 
-def _padded_split(x: torch.Tensor, dim: int, cores: int) -> torch.Tensor:
-    """``x``'s dim ``dim`` zero-padded to a multiple of ``cores`` and split into (cores, part)."""
+def padded_split(x: torch.Tensor, dim: int, cores: int) -> torch.Tensor:
+    """``x``'s dim ``dim`` zero-padded to a multiple of ``cores`` and split into (cores, part)
+    (an empty part is all zeros: it adds +0)."""
     extent = x.shape[dim]
     size = -(-extent // cores)
     if size * cores != extent:
@@ -79,10 +80,10 @@ class MatrixProduct(Product):
         return torch.matmul(left, right)
 
     def split_right(self, right: torch.Tensor, cores: int) -> torch.Tensor:
-        return _padded_split(right, -2, cores)  # [..., cores, K/cores, N]
+        return padded_split(right, -2, cores)  # [..., cores, K/cores, N]
 
     def partials(self, left: torch.Tensor, split_right: torch.Tensor, cores: int) -> torch.Tensor:
-        parts = _padded_split(left, -1, cores).movedim(-2, -3)  # [..., cores, M, K/cores]
+        parts = padded_split(left, -1, cores).movedim(-2, -3)  # [..., cores, M, K/cores]
         return torch.matmul(parts, split_right).movedim(-3, -1)
 
 
@@ -105,17 +106,22 @@ class ConvolutionProduct(Product):
     def split_right(self, right: torch.Tensor, cores: int) -> torch.Tensor:
         groups = self.groups
         if self.transposed:  # [C_in, C_out/g, *k]: input channels (g, part, c) in dim 0
-            split = _padded_split(right.unflatten(0, (groups, -1)), 1, cores)
+            split = padded_split(right.unflatten(0, (groups, -1)), 1, cores)
             return split.flatten(0, 2)
         # [C_out, C_in/g, *k] -> one group per (g, part): [(g, part, C_out/g), c, *k]
-        split = _padded_split(right.unflatten(0, (groups, -1)), 2, cores)  # [g, C_out/g, cores, c, *k]
+        split = padded_split(right.unflatten(0, (groups, -1)), 2, cores)  # [g, C_out/g, cores, c, *k]
         return split.transpose(1, 2).flatten(0, 2)
 
     def partials(self, left: torch.Tensor, split_right: torch.Tensor, cores: int) -> torch.Tensor:
         groups = self.groups
-        inputs = _padded_split(left.unflatten(1, (groups, -1)), 2, cores).flatten(1, 3)  # channels (g, part, c)
-        out = self(inputs, split_right, groups * cores)  # channels (g, part, C_out/g)
-        return out.unflatten(1, (groups, cores, -1)).movedim(2, -1).flatten(1, 2)
+        inputs = padded_split(left.unflatten(1, (groups, -1)), 2, cores).flatten(1, 3)  # channels (g, part, c)
+        return cores_last(self(inputs, split_right, groups * cores), groups, cores)
+
+
+def cores_last(out: torch.Tensor, groups: int, cores: int) -> torch.Tensor:
+    """A grouped call's output, channels ``(group, core, c)``, as the partials: channels
+    ``(group, c)`` and the cores in a last dim."""
+    return out.unflatten(1, (groups, cores, -1)).movedim(2, -1).flatten(1, 2)
 
 
 def dequantize(accumulator: torch.Tensor, left_scale: float, right_scale: float) -> torch.Tensor:

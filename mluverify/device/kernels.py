@@ -1,8 +1,8 @@
 """Emulated-MLU kernels, by ATen op name and execution mode.
 
-Kernels come only from the hook ``mluverify_device_kernels(registry)`` (the built-in CNNL set
-is the plugin ``mluverify.plugins.mlu_cnnl_kernels``); later registrations of the same op and
-mode win. ``reload_kernels()`` in ``mluverify.device`` asks every plugin again.
+The device installs its built-in set itself (``mluverify.device.builtin_kernels``); the plugins
+of a run handed to it (``mluverify.device.use_plugins``) add or override kernels through the
+hook ``mluverify_device_kernels(registry)``. Later registrations of the same op and mode win.
 
 Kernel calling convention
 -------------------------

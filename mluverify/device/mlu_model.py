@@ -17,6 +17,7 @@ from typing import Iterator
 import torch
 
 from mluverify.device import _storage, _weight_cache, kernels, numerics, queues
+from mluverify.device._fusion_switch import _jit_can_fuse_on_mlu, _jit_override_can_fuse_on_mlu  # noqa: F401
 from mluverify.device.queues import Queue, check_card
 from mluverify.errors import valid_choice
 
@@ -27,7 +28,6 @@ INPUT_FORMATS: dict[int, str] = {0: "RGB", 1: "RGBA", 2: "ARGB"}
 
 class _Settings:
     input_format: int = 1  # RGBA, the documented default
-    can_fuse: bool = True
 
 
 def mlu_device(n: int = -1) -> torch.device:
@@ -90,15 +90,6 @@ def set_input_format(input_format: int) -> None:
 
 def get_input_format() -> int:
     return _Settings.input_format
-
-
-def _jit_override_can_fuse_on_mlu(flag: bool) -> None:
-    """Enable (default) or disable fused (MagicMind-like) execution of traced modules."""
-    _Settings.can_fuse = bool(flag)
-
-
-def _jit_can_fuse_on_mlu() -> bool:
-    return _Settings.can_fuse
 
 
 def get_running_mode() -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from mluverify.device import _fusion_switch, kernels
 from mluverify.errors import InvalidArgument
 
 DEVICE_TYPES: tuple[str, ...] = ("cpu", "mlu")
@@ -41,18 +42,14 @@ def set_cnml_enabled(flag: bool) -> None:
     if not isinstance(flag, bool):
         raise InvalidArgument(f"set_cnml_enabled(flag): 'flag' must be True (inference, CNML) or False "
                               f"(training, CNNL layer by layer); got {flag!r} (type={type(flag).__name__})")
-    from mluverify.device import kernels, mlu_model
-
     kernels.set_default_mode("cnml" if flag else "cnnl")
     # Fusion is CNML's: without it, traced modules run op by op on the CNNL kernels.
-    mlu_model._jit_override_can_fuse_on_mlu(flag)
+    _fusion_switch._jit_override_can_fuse_on_mlu(flag)
 
 
 def get_cnml_enabled() -> bool:
     """Whether inference mode (CNML, fusion) is selected; ``set_cnml_enabled(False)`` clears it."""
-    from mluverify.device import mlu_model
-
-    return mlu_model._jit_can_fuse_on_mlu()
+    return _fusion_switch._jit_can_fuse_on_mlu()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,6 +7,9 @@ keeps its first call site and its inputs: the real values while they fit in ``ma
 (the Dumper's binary sidecar), else a recipe to synthesise matching values (min, max, mean
 and std of the finite values, NaN / +Inf / -Inf shares). Repeats only count.
 
+Device moves, host reads (``.item()``) and mluverify's own ops are not cases: they are
+counted by op in the file's metadata (``left_out``) as the program's provenance.
+
 Inputs are read before the op runs, since in-place ops change them. An unchanged tensor read
 by several cases (an op's output and the next op's input) is written to the sidecar once.
 """
@@ -24,7 +27,6 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import mluverify
 from mluverify.dump._cases import CasesMeta, encode_value, write_cases
 from mluverify.dump._dumper import _undumped
 from mluverify.dump._fused import FusedStats, fused_stats, kernel_available
@@ -39,9 +41,16 @@ DEFAULT_MAX_BYTES = 16 << 20
 # Namespaces of ops that compute nothing (``record_function`` markers of the profiler); data
 # moves (``copy_``) are left out as in the Dumper (``_layout.EXCLUDED_OPS``).
 _BOOKKEEPING = frozenset({"profiler"})
+# Calls that are the program's provenance, not op cases (``provenance_kind``): a device move
+# has no result to compare on a target (it is the target's way in and out), a host read is
+# the CPU's, and a fused engine can never take either.
+_MOVES = frozenset({"_to_copy", "to", "copy_", "_copy_from", "_copy_from_and_resize"})
+_HOST_READS = frozenset({"_local_scalar_dense", "item"})
 _PLAIN = frozenset({int, str, type(None), torch.dtype, torch.device, torch.layout,
                     torch.memory_format})
-_LIBRARIES = tuple(os.path.dirname(module.__file__) + os.sep for module in (torch, mluverify))
+# torch's and mluverify's folders (this file is mluverify/dump/_capture.py)
+_LIBRARIES = tuple(folder + os.sep for folder in (os.path.dirname(torch.__file__),
+                                                 os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def _normalised(value: Any) -> Any:
@@ -54,6 +63,32 @@ def _normalised(value: Any) -> Any:
     if type(value) in _PLAIN:
         return value
     return type(value), repr(value)  # floats (NaN equals NaN by its repr), bools, the rest
+
+
+def provenance_kind(func: Any, args: tuple, kwargs: dict) -> str | None:
+    """Why a call is kept out of the cases, counted as the capture's provenance only:
+    ``"mluverify's own op"`` (the harness's ``mluverify_native`` / ``mluverify_dump``
+    namespaces; ``mluverify::`` ops such as ``quant_conv`` are a quantized model's, and
+    cases), ``"host read"`` (``.item()``), ``"device move"`` (``to`` / ``_to_copy`` / ``copy_``
+    between devices); None for an op case (a cast or copy on one device is one)."""
+    if func.namespace.startswith("mluverify_"):
+        return "mluverify's own op"
+    name = func._schema.name.partition("::")[2]
+    if name in _HOST_READS:
+        return "host read"
+    if name in _MOVES and len(_devices([*args, *kwargs.values()])) > 1:
+        return "device move"
+    return None
+
+
+def _devices(values: list) -> set[tuple[str, int]]:
+    """The devices of the tensors and devices among ``values`` (an index-less device is 0)."""
+    found = set()
+    for value in values:
+        device = value.device if isinstance(value, torch.Tensor) else value
+        if isinstance(device, torch.device):
+            found.add((device.type, device.index or 0))
+    return found
 
 
 def case_key(func: Any, args: tuple, kwargs: dict) -> tuple:
@@ -165,6 +200,7 @@ class _Recorder:
     def __init__(self, root: Path, model: str, max_bytes: int | None) -> None:
         self.model = model
         self.ops = 0
+        self.left_out: dict[str, int] = {}  # op -> calls kept out as provenance
         self._cases: dict[tuple, _Case] = {}
         self._per_op: dict[str, int] = {}
         self._writer = DumpWriter(root, max_bytes)
@@ -175,7 +211,14 @@ class _Recorder:
         return len(self._cases)
 
     def record(self, func: Any, args: tuple, kwargs: dict) -> None:
-        """Count one call of ``func``; a new case keeps its call site and inputs."""
+        """Count one call of ``func``; a new case keeps its call site and inputs; provenance
+        (``provenance_kind``) is only counted."""
+        if provenance_kind(func, args, kwargs) is not None:
+            name = str(func.name())
+            self.left_out[name] = self.left_out.get(name, 0) + 1
+            return
+        if op_info(func).excluded:  # a copy on one device: the Dumper's rule
+            return
         self.ops += 1
         key = case_key(func, args, kwargs)
         case = self._cases.get(key)
@@ -312,7 +355,7 @@ class _CaptureMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if not (op_info(func).excluded or func.namespace in _BOOKKEEPING):
+        if func.namespace not in _BOOKKEEPING:
             self._recorder.record(func, args, kwargs)
         return func(*args, **kwargs)
 
@@ -327,6 +370,7 @@ class Capture:
     error: str = ""  # the exception that ended the block, if one did
     cases: int = 0  # unique cases written
     ops: int = 0  # ops captured, repeats included
+    left_out: dict[str, int] = field(default_factory=dict)  # provenance calls not captured, by op
     _recorder: _Recorder | None = field(default=None, repr=False)
     _mode: _CaptureMode | None = field(default=None, repr=False)
 
@@ -345,10 +389,10 @@ class Capture:
         recorder.close()
         if exc is not None:
             self.error = _error_text(exc)
-        self.cases, self.ops = recorder.cases, recorder.ops
+        self.cases, self.ops, self.left_out = recorder.cases, recorder.ops, dict(recorder.left_out)
         write_cases(self.path, recorder.rows(), CasesMeta(
             model=self.model, torch=torch.__version__, complete=exc is None, error=self.error,
-            max_bytes=self.max_bytes, ops=recorder.ops))
+            max_bytes=self.max_bytes, ops=recorder.ops, left_out=self.left_out))
 
 
 def capture(path: str | os.PathLike[str], *, model: str | None = None,

@@ -4,7 +4,9 @@ A cases directory holds ``cases.parquet`` and, when some inputs were kept, ``val
 (the Dumper's binary sidecar: raw values in logical order, located by ``offset`` /
 ``nbytes``). The parquet's key-value metadata ``mluverify.cases`` (JSON) says the format and
 its version, the model, the torch version, whether the capture completed and, if the program
-raised, the error. Readers refuse any other version, naming the file and both versions.
+raised, the error, and ``left_out``: the calls kept out of the cases as provenance (device
+moves, host reads, mluverify's own ops), counted by op. Readers refuse any other version,
+naming the file and both versions.
 
 Schema version 1, one row per unique case (an op and its normalised arguments):
 
@@ -37,7 +39,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -77,6 +79,7 @@ class CasesMeta:
     error: str = ""  # the exception that ended the captured program early
     max_bytes: int | None = None
     ops: int = 0  # ops captured, repeats included
+    left_out: dict[str, int] = field(default_factory=dict)  # op -> calls kept out as provenance
 
 
 def write_cases(directory: Path, rows: list[dict[str, Any]], meta: CasesMeta) -> Path:

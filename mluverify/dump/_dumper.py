@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from mluverify.dump._format import (
     Node, NumbersNode, OptionalNode, OtherNode, ScalarNode, SequenceNode, render,
 )
 from mluverify.dump._fused import kernel_available, native
+from mluverify.dump._host_memory import privateuse1_host_memory
 from mluverify.dump._index import IndexJournal, meta_file
 from mluverify.dump._layout import (
     OpInfo, OpTree, bind_arguments, call_name, create_dump_dir, op_info, resolve_dump_dir,
@@ -167,7 +167,7 @@ def _modes_on() -> bool:
 
 def _device_work_queued() -> bool:
     """Whether the emulated MLU has queued work, whose results the C++ core cannot wait for."""
-    device = sys.modules.get("mluverify.device")  # loaded if and only if "mlu" is emulated
+    device = privateuse1_host_memory()
     return device is not None and device.work_queued()
 
 
@@ -179,11 +179,8 @@ def _index_core(settings: DumpSettings) -> Any | None:
     summaries = shared_summaries(settings.level)
     if summaries is None:
         return None
-    device = sys.modules.get("mluverify.device")
     # The emulated MLU is the PrivateUse1 back end, and its memory is the host's.
-    host_privateuse1 = (device is not None
-                        and torch._C._get_privateuse1_backend_name() == device.DEVICE_TYPE)
-    return native().IndexCore(summaries, host_privateuse1)
+    return native().IndexCore(summaries, privateuse1_host_memory() is not None)
 
 
 def _undumped() -> contextlib.ExitStack:

@@ -1,7 +1,7 @@
 """Captured cases back as calls: the op, its inputs (real or synthesised) and the precision.
 
 ``read_replay_cases(path)`` turns a cases file into ``ReplayCase`` objects; ``build()`` gives
-what ``Session.verify`` needs: a callable taking the case's tensors, the CPU tensors, and the
+what ``Pipeline.verify`` needs: a callable taking the case's tensors, the CPU tensors, and the
 precision the device computes in. Tensors get the captured strides (a transposed weight stays
 transposed). A case whose inputs were kept as a recipe gets values drawn from a generator
 seeded by the case (the same values in every process): finite values from a normal law with

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
-import sys
 import weakref
 from typing import Any, Callable, NamedTuple
 
@@ -18,6 +17,7 @@ import torch
 
 from mluverify.dump._format import TensorBlock
 from mluverify.dump._fused import FusedStats, fused_stats, native
+from mluverify.dump._host_memory import host_memory
 
 HEAD = 10
 
@@ -120,10 +120,8 @@ def host_view(tensor: torch.Tensor) -> torch.Tensor:
 def _host(tensor: torch.Tensor) -> torch.Tensor:
     if tensor.is_cpu:
         return tensor.detach()
-    device = sys.modules.get("mluverify.device")  # loaded if and only if "mlu" is emulated
-    if device is not None and tensor.device.type == device.DEVICE_TYPE:
-        return device.as_cpu(tensor)
-    return tensor.detach().cpu()
+    device = host_memory(tensor.device.type)
+    return tensor.detach().cpu() if device is None else device.as_cpu(tensor)
 
 
 # Dtypes whose first values are read as raw bytes (numpy lacks bfloat16; complex values
@@ -151,10 +149,8 @@ def _byte_reader(tensor: torch.Tensor) -> Callable[[torch.Tensor, int], bytes] |
     """How to copy bytes from ``tensor``'s first element on: CPU and emulated-MLU memory only."""
     if tensor.is_cpu:
         return _read_cpu_bytes
-    device = sys.modules.get("mluverify.device")  # loaded if and only if "mlu" is emulated
-    if device is not None and tensor.device.type == device.DEVICE_TYPE:
-        return device.read_bytes
-    return None
+    device = host_memory(tensor.device.type)
+    return None if device is None else device.read_bytes
 
 
 def _read_cpu_bytes(tensor: torch.Tensor, nbytes: int) -> bytes:

@@ -328,7 +328,8 @@ def compare(
     """Judge ``actual`` (device) against ``expected`` (CPU reference) by the policy of ``mode``.
 
     Accepts tensors, numpy arrays, numbers and nested tuples / lists / dicts / namedtuples
-    of them. ``tolerance`` overrides the policy (a number bounds the policy's metric);
+    of them. ``tolerance`` overrides the policy (a number bounds the policy's metric; a
+    ``Tolerance``, e.g. one ``resolve_tolerance`` gave, judges as it is);
     ``tolerances`` is a ``[tool.mluverify.tolerances]`` table consulted by op, dtype, mode.
     ``golden``: the same computation in float64 (same structure); the verdict then holds the
     device's and the reference's errors against it, and the ``golden`` policy judges by them
@@ -338,8 +339,8 @@ def compare(
     Never raises for a mismatch: shape, dtype, structure and NaN/Inf differences are failed
     verdicts naming what differs.
     """
-    resolved = resolve_tolerance(op=op, dtype=dtype, mode=mode, policy_name=mode,
-                                 marker=tolerance, table=tolerances)
+    resolved = tolerance if isinstance(tolerance, Tolerance) else resolve_tolerance(
+        op=op, dtype=dtype, mode=mode, policy_name=mode, marker=tolerance, table=tolerances)
     context = _Context(resolved, dtype, golden_rules or GOLDEN_RULES, expect_non_finite, extra_metrics or {})
     golden_leaves = {} if golden is None else {item[0]: item[1] for item in _walk(golden, expected) if len(item) == 3}
     verdicts = [_judge_item(item, golden_leaves, context) for item in _walk(actual, expected)]

@@ -4,7 +4,8 @@ and msprobe / torch.ao.ns (max_rel, cosine, sqnr_db); the README's "The judge" h
 
 All metrics of one pair are computed together (``all_metrics``) so the float64 copies and
 the shared sums are made once, in cache-sized chunks; the single-metric functions are for
-users and tests.
+users and tests. ULP metrics (``ulp_metrics``) compare a result with its golden float64 result
+instead of the CPU reference, in units of the case's dtype.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import numpy as np
+
+from mluverify.errors import InvalidArgument, valid_choice
 
 # Cambricon's epsilon: a total squared error at most (2 eps)^2 counts as no error, and a
 # reference whose squared sum is at most eps gets eps added, so near-zero references do not
@@ -196,3 +199,62 @@ def pair_sums(actual: np.ndarray, expected: np.ndarray) -> PairSums:
 def all_metrics(actual: np.ndarray, expected: np.ndarray) -> dict[str, float]:
     """Every built-in metric of one pair of 1-D float arrays (see ``pair_sums``)."""
     return pair_sums(actual, expected).metrics()
+
+
+def raw_rel_mse_from_sqnr_db(sqnr_db: float) -> float:
+    """rel_mse without Cambricon's eps rules, recovered from ``sqnr_db`` (the same two sums):
+    ``sqrt(sum((a-e)^2) / sum(e^2)) = 10^(-sqnr_db / 20)``; the records keep ``sqnr_db``, so a
+    raw rel_mse exists for every comparison the eps rule zeroed."""
+    if sqnr_db == math.inf:
+        return 0.0
+    if sqnr_db == -math.inf:
+        return math.inf
+    return 10.0 ** (-sqnr_db / 20.0)
+
+
+# ULP error against the golden (float64) result: a libm-style accuracy measure in the case's
+# dtype. A correctly rounded result is at most 0.5 ULP off, so no bound may be below that.
+ULP_METRICS = ("ulp_max", "ulp_p99")
+CORRECTLY_ROUNDED_ULP = 0.5
+# dtype -> (explicit mantissa bits, exponent of the smallest normal): the spacing of the dtype's
+# values is 2^(exponent - mantissa bits), the exponent never below the smallest normal's.
+_FLOAT_FORMATS = {"float64": (52, -1022), "float32": (23, -126), "float16": (10, -14), "bfloat16": (7, -126)}
+
+
+def ulp_of(golden: np.ndarray, dtype: str) -> np.ndarray:
+    """The unit in the last place of ``dtype`` at each ``golden`` value: the spacing of the
+    dtype's values in the binade of ``|golden|`` (the smallest subnormal for a subnormal or zero)."""
+    try:
+        mantissa_bits, min_exponent = _FLOAT_FORMATS[dtype]
+    except KeyError:
+        raise valid_choice("ULP dtype", dtype, tuple(_FLOAT_FORMATS)) from None
+    golden = np.abs(golden.astype(np.float64, copy=False))
+    # frexp: |g| = m * 2^e with m in [0.5, 1), so the binade's exponent is e - 1 (0 has none)
+    exponent = np.where(golden > 0, np.frexp(golden)[1] - 1, min_exponent)
+    return np.ldexp(1.0, np.maximum(exponent, min_exponent) - mantissa_bits)
+
+
+def ulp_errors(actual: np.ndarray, golden: np.ndarray, dtype: str) -> np.ndarray:
+    """``|actual - golden|`` in ULPs of ``dtype`` at ``golden``, per element where both are
+    finite (NaN/Inf positions excluded, as every metric does); 0 and -0 are 0 ULP apart."""
+    a = actual.astype(np.float64, copy=False).ravel()
+    g = golden.astype(np.float64, copy=False).ravel()
+    finite = np.isfinite(a) & np.isfinite(g)
+    return np.abs(a[finite] - g[finite]) / ulp_of(g[finite], dtype)
+
+
+def ulp_metrics(actual: np.ndarray, golden: np.ndarray, dtype: str) -> dict[str, float]:
+    """``ulp_max`` and ``ulp_p99`` (the error 99 % of the elements are within) of a result in
+    ``dtype`` against its golden float64 result; 0 when nothing finite is compared."""
+    errors = ulp_errors(actual, golden, dtype)
+    if errors.size == 0:
+        return {"ulp_max": 0.0, "ulp_p99": 0.0}
+    return {"ulp_max": float(errors.max()),
+            "ulp_p99": float(np.quantile(errors, 0.99, method="inverted_cdf"))}
+
+
+def check_ulp_bound(metric: str, bound: float) -> None:
+    """Refuse a ULP bound below 0.5: no float result can be closer than correctly rounded."""
+    if metric in ULP_METRICS and not bound >= CORRECTLY_ROUNDED_ULP:
+        raise InvalidArgument(f"{metric} bound {bound!r} is below {CORRECTLY_ROUNDED_ULP} ULP, "
+                              f"which even a correctly rounded result cannot meet")

@@ -24,14 +24,12 @@ The suites themselves are not duplicated: this plugin only selects and marks the
 """
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from mluverify.core.case import Target
-from mluverify.core.config import matches_case_id
+from mluverify.core.expectations import load_waivers, waiver_for
 
 COMPILED_MODES = ("inductor",)
 FUSED_MODES = ("cnml", "offline")  # each case captured and built into a fused program
@@ -41,6 +39,10 @@ COMPILED_PROFILE = "mluverify-compiled"
 # Hypothesis always tries the simplest example first (a one-element tensor: the scalar tail of
 # Inductor's loops); the second is a drawn case that reaches its vectorised loops.
 EXAMPLES = 2
+# The name the pytest front end registers its run under (``mluverify.pytest_plugin.plugin``); the
+# run holds the requested targets (``--mlu-target``, else ``[tool.mluverify] targets``). Looked up
+# by name, as pytest's own plugins look up "terminalreporter", so this plugin imports no front end.
+RUN_PLUGIN = "mluverify-run"
 
 
 def is_compiled(target: Target | str) -> bool:
@@ -58,10 +60,8 @@ def pytest_collection(session: pytest.Session) -> None:
     ``EXAMPLES`` examples per hypothesis test when every requested target is compiled."""
     from hypothesis import settings
 
-    from mluverify.pytest_plugin.plugin import settings_key
-
     config = session.config
-    requested = config.getoption("mlu_target") or list(config.stash[settings_key].targets)
+    requested = config.pluginmanager.get_plugin(RUN_PLUGIN).targets
     if config.getoption("hypothesis_profile", None) is None and requested and all(map(is_compiled, requested)):
         settings.register_profile(COMPILED_PROFILE, settings(settings.default, max_examples=EXAMPLES))
         settings.load_profile(COMPILED_PROFILE)
@@ -76,12 +76,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=list(repeated))
     waivers = load_waivers(config.rootpath / WAIVERS_FILE)
     for item in compiled:
-        if item in repeated:
-            continue
-        for pattern, waiver in waivers.items():
-            if matches_case_id(pattern, item.nodeid):
-                item.add_marker(pytest.mark.mlu_waiver(waiver["reason"], waiver["until"]))
-                break
+        waiver = None if item in repeated else waiver_for(item.nodeid, waivers)
+        if waiver is not None:
+            item.add_marker(pytest.mark.mlu_waiver(waiver.reason, waiver.until, max=waiver.max))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -119,11 +116,3 @@ def _later_opinfo_samples(items: list[pytest.Item]) -> set[pytest.Item]:
         seen.add(key)
     return later
 
-
-def load_waivers(path: Path) -> dict[str, Any]:
-    """``case-id glob -> {reason, until}`` from a waivers file (``[waivers."<glob>"]``); none when
-    the file is absent."""
-    if not path.is_file():
-        return {}
-    with path.open("rb") as f:
-        return tomllib.load(f).get("waivers", {})

@@ -14,6 +14,7 @@ the core version and core number that ran.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -39,10 +40,13 @@ Runner = Callable[[Callable, tuple, dict, Case], Any]
 
 
 def device_impl() -> str:
-    """``torch_mlu`` when a real ``torch_mlu`` can be imported, ``emulator`` otherwise."""
-    from mluverify.compat import real_torch_mlu_installed
+    """``torch_mlu`` when a real ``torch_mlu`` can be imported, ``emulator`` otherwise.
 
-    return TORCH_MLU if real_torch_mlu_installed() else EMULATOR
+    A real one is a package on disk; the emulator's alias (``mluverify.compat``, whose finder
+    sits last on ``sys.meta_path``, so a real one is found first) has no location.
+    """
+    spec = importlib.util.find_spec("torch_mlu")
+    return TORCH_MLU if spec is not None and spec.has_location else EMULATOR
 
 
 def call_on_mlu(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Any:
@@ -64,9 +68,9 @@ def run_layer_by_layer(fn: Callable, args: tuple, kwargs: dict, case: Case) -> A
 
 def run_fused(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Ran:
     """The emulator's ``cnml`` mode: fuse the case's callable on ``mlu`` (quantized when
-    ``case.quant`` is int8 / int16; see ``mluverify.device.fusion.target``) and say how much
+    ``case.quant`` is int8 / int16; see ``mluverify.plugins._fused_targets``) and say how much
     of it ran fused."""
-    from mluverify.device.fusion.target import run_fused as run
+    from mluverify.plugins._fused_targets import run_fused as run
 
     output, summary = run(fn, args, kwargs, case)
     return Ran(output, summary.executed_as, summary.not_fused_reason)
@@ -75,7 +79,7 @@ def run_fused(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Ran:
 def run_offline(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Ran:
     """The emulator's ``offline`` mode: the ``cnml`` program saved as an offline model, loaded
     and run (see ``mluverify.device.offline``); only whole-fused models save."""
-    from mluverify.device.fusion.target import run_offline as run
+    from mluverify.plugins._fused_targets import run_offline as run
 
     return Ran(run(fn, args, kwargs, case), "fused")
 

@@ -55,14 +55,15 @@ def link_dumps(cases: "pd.DataFrame", outdir: Path) -> "pd.DataFrame":
     cases = cases.assign(dump=cases["dump"].where([bool(d) and (outdir / d).is_dir() for d in cases["dump"]], ""))
     if not cases["dump"].any():
         return cases  # without dumps, not even the dump package (it loads torch) is imported
-    from mluverify.dump._diff import CaseError, dump_diff, write_reports
+    from mluverify.dump import CaseError, dump_diff
     from mluverify.errors import MluverifyError
+    from mluverify.report.dump_diff import write_dump_diff_pages
 
     pages = {}
     for row in cases[cases["dump"] != ""].drop_duplicates("dump").itertuples(index=False):
         try:
             diff = dump_diff(outdir / row.dump, case=CaseError(row.metric, row.value, row.bound, row.status, row.mode))
-            write_reports(diff, outdir / row.dump)
+            write_dump_diff_pages(diff, outdir / row.dump)
         except MluverifyError as exc:  # a damaged dump must not cost the run its report
             warnings.warn(f"no dump-diff page for {outdir / row.dump}: {exc}", stacklevel=2)
             continue

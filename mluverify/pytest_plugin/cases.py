@@ -4,12 +4,18 @@ A cases file (``cases.parquet`` in a cases directory) is collected like a test f
 pytest meets one (``pytest -p mluverify suites/captured``); ``--mlu-cases PATH`` adds PATH to
 what is collected, or is all that is collected when no test path is given. Each unique case
 becomes one item per target, named ``{case}[{target}]`` (``convolution-3[mlu:cnnl]``), that
-runs the captured op through ``Session.verify`` like any case: records (suite ``captured``,
+runs the captured op through ``Pipeline.verify`` like any case: records (suite ``captured``,
 ``op`` the ATen overload without ``aten::``, ``aten_ops`` the overload), statuses,
 tolerances and waivers work as for any test. A case whose inputs cannot be rebuilt errors
 with the reason, recorded as ``errored``; the others run. Cases whose result is not a
 function of their inputs (uninitialised memory, random values, factories) are skipped with
 the reason.
+
+On a fused target (``mlu:cnml``) only the ops its engine accepts are replayed (``FusedRule``,
+the one rule of the shipped captured suites and of a user's cases): the fusible set, with
+what the run's plugins add through ``mluverify_fusible_ops``, an in-place op by its
+out-of-place form. The engine runs every other op layer by layer, as ``mlu:cnnl`` does, which
+replays it; there it is skipped with that reason, never a ``not_fused`` failure.
 """
 from __future__ import annotations
 
@@ -50,32 +56,62 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
-def _captured_source(session: Any) -> Any:
-    """The ``captured`` case source of the session's plugins."""
+def _captured_source(pipeline: Any) -> Any:
+    """The ``captured`` case source of the run's plugins."""
     from mluverify.core.plugin_manager import call_hook
 
-    sources = [s for answer in call_hook(session.pm, "mluverify_case_sources") for s in answer]
+    sources = [s for answer in call_hook(pipeline.pm, "mluverify_case_sources") for s in answer]
     return next(source for source in sources if source.name == "captured")
+
+
+def _out_of_place(op: str) -> str:
+    """``aten::relu_`` -> ``aten::relu``; ``aten::div_.Scalar`` -> ``aten::div.Scalar``."""
+    name, dot, overload = op.partition(".")
+    return name.removesuffix("_") + dot + overload
+
+
+class FusedRule:
+    """Which captured cases a fused target replays: those whose op its engine fuses. The
+    fusible set is read at the first fused item (the run has handed its plugins' ops to the
+    device at configure)."""
+
+    def __init__(self) -> None:
+        self._fusible: frozenset[str] | None = None
+
+    def skip_reason(self, op: str, target: Target) -> str | None:
+        """Why the case of ``op`` is not replayed on ``target``; None: it is."""
+        if (target.backend, target.mode) != ("mlu", "cnml"):
+            return None
+        if self._fusible is None:
+            from mluverify.device.fusion.fusible import fusible_ops
+
+            self._fusible = frozenset(name.removesuffix(".default") for name in fusible_ops())
+        if _out_of_place(op) in self._fusible:
+            return None
+        return (f"{op} is outside {target}'s fusible set (mluverify_fusible_ops): the engine runs "
+                f"it layer by layer, as mlu:cnnl does, which replays it")
 
 
 class CapturedCasesFile(pytest.File):
     """A cases file: one item per unique case, target and device variant."""
 
     def collect(self) -> Iterator[pytest.Item]:
-        from mluverify.pytest_plugin.plugin import _requested_targets, _target_params, session_key, settings_key
+        from mluverify.pytest_plugin.plugin import _requested_targets, _target_params, pipeline_key, settings_key
 
-        session, settings = self.config.stash[session_key], self.config.stash[settings_key]
+        pipeline, settings = self.config.stash[pipeline_key], self.config.stash[settings_key]
         variants = [param for text in _requested_targets(self.config, settings)
-                    for param in _target_params(session, text, settings.core_versions)]
-        for case in _captured_source(session).with_paths([self.path]).cases():
+                    for param in _target_params(pipeline, text, settings.core_versions)]
+        fused = FusedRule()
+        for case in _captured_source(pipeline).with_paths([self.path]).cases():
             for variant in variants:
                 target, core_version = variant.values
                 item = CapturedCaseItem.from_parent(self, name=f"{case.name}[{variant.id}]", case=case,
                                                     target=target, core_version=core_version)
                 for mark in variant.marks:  # the target unavailable here: skipped with why
                     item.add_marker(mark)
-                if case.not_comparable:
-                    item.add_marker(pytest.mark.skip(reason=case.not_comparable))
+                why = case.not_comparable or fused.skip_reason(case.op, target)
+                if why:
+                    item.add_marker(pytest.mark.skip(reason=why))
                 yield item
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Any:
@@ -110,22 +146,17 @@ class CapturedCaseItem(pytest.Item):
 
     def setup(self) -> None:
         """Rebuild the inputs; a case that cannot be rebuilt is an errored record."""
-        from mluverify.core.backends import Execution
-        from mluverify.pytest_plugin.plugin import session_key
-        from mluverify.core.pipeline import make_record
-        from mluverify.core.status import ERRORED
+        from mluverify.pytest_plugin.plugin import pipeline_key
 
         try:
             self.replay = self.case.build()
         except RecordsError as exc:
-            session = self.config.stash[session_key]
             why = f"inputs cannot be rebuilt: {exc}"
-            session.write(make_record(session.run_id, self._case(), None, Execution(None), 0.0,
-                                      status=ERRORED, why=why, error=why))
+            self.config.stash[pipeline_key].write_errored(self._case(), why)
             pytest.fail(f"{self.case.name}: {why}", pytrace=False)
 
     def runtest(self) -> None:
-        from mluverify.pytest_plugin.plugin import _test_outcome, _waiver_for, session_key, settings_key
+        from mluverify.pytest_plugin.plugin import _test_outcome, _waiver_for, pipeline_key, settings_key
 
         __tracebackhide__ = True
         captured = self.case
@@ -134,7 +165,7 @@ class CapturedCaseItem(pytest.Item):
         replay, settings = self.replay, self.config.stash[settings_key]
         shape = next(("x".join(map(str, t.shape)) or "scalar" for t in replay.args), "")
         case = self._case(replay.dtype, shape)
-        outcome = self.config.stash[session_key].verify(
+        outcome = self.config.stash[pipeline_key].verify(
             replay.fn, replay.args, {}, case, waiver=_waiver_for(self, case.case_id, settings))
         _test_outcome(outcome, case, settings)
 

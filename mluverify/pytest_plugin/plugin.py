@@ -1,28 +1,35 @@
 """What ``pytest -p mluverify`` adds: the ``--mlu-*`` options, markers and the ``verify`` fixture.
 
 Thin by design: judging and recording live in ``mluverify.core.pipeline``, reports and gating in
-``mluverify.report``. State is kept under StashKeys on the pytest config. Modules that
-implement ``mluverify_*`` hooks and are registered with pytest (``-p module``, conftest.py)
-are forwarded to mluverify's own plugin manager.
+``mluverify.report``. State is kept under StashKeys on the pytest config. Each pytest config
+gets its own mluverify plugin manager (``plugin_manager(config)``), configured in
+``pytest_configure`` and unconfigured in ``pytest_unconfigure``; modules that implement
+``mluverify_*`` hooks and are registered with pytest (``-p module``, conftest.py) are
+forwarded to it.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pytest
 
 from mluverify.core.case import Case, Target
-from mluverify.core.config import Settings, Waiver, load_settings, make_waiver, matches_case_id
+from mluverify.core.config import Settings, load_settings
+from mluverify.core.expectations import Waiver, make_waiver, waiver_for
 from mluverify.errors import MluverifyError
 from mluverify.pytest_plugin.run import PytestRun, is_worker, report_dir
 from mluverify.pytest_plugin.reproducer import add_options as add_reproducer_options, reproducer_command
-from mluverify.core.pipeline import Checks, Session
+from mluverify.core.pipeline import Checks, Pipeline
 from mluverify.core.status import PASSED
 
-session_key = pytest.StashKey[Session]()
+if TYPE_CHECKING:
+    import pluggy
+
+pipeline_key = pytest.StashKey[Pipeline]()
 settings_key = pytest.StashKey[Settings]()
+plugin_manager_key = pytest.StashKey["pluggy.PluginManager"]()
 pytest_plugins = ["mluverify.pytest_plugin.cases"]  # --mlu-cases: captured cases as items
 
 MARKERS = (
@@ -44,6 +51,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run report directory (default: [tool.mluverify] report_dir, reports/latest)")
     group.addoption("--mlu-baseline", default=None, metavar="DIR", help="baseline run to gate against")
     group.addoption("--mlu-gate", action="store_true", help="fail the session on accuracy regressions")
+    group.addoption("--mlu-allow-incomplete", action="store_true",
+                    help="let a run that did not finish (interrupted, -x) pass the gate and exit 0 "
+                         "(it is still reported as incomplete)")
     group.addoption("--mlu-regress-factor", type=float, default=None, metavar="X",
                     help="a judged metric growing more than X times its baseline fails the gate "
                          "(default: [tool.mluverify] regress_factor)")
@@ -69,23 +79,56 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", marker)
     try:
         settings = _with_options(load_settings(config.rootpath / "pyproject.toml"), config)
-        session = _new_session(config, settings)
-        _check_targets(config, session, settings)
+        pipeline = _new_pipeline(config, settings)
+        _check_targets(config, pipeline, settings)
     except MluverifyError as exc:
         raise pytest.UsageError(f"mluverify: {exc}") from None
     config.stash[settings_key] = settings
-    config.stash[session_key] = session
-    config.pluginmanager.register(_PluginForwarder(session), "mluverify-forwarder")
-    _register_run(config, session, settings)
+    config.stash[pipeline_key] = pipeline
+    config.stash[plugin_manager_key] = pipeline.pm
+    config.pluginmanager.register(_PluginForwarder(pipeline), "mluverify-forwarder")
+    _register_run(config, pipeline, settings)
+    _configure_plugins(pipeline.pm)
 
 
-def _check_targets(config: pytest.Config, session: Session, settings: Settings) -> None:
+def _configure_plugins(pm: "pluggy.PluginManager") -> None:
+    from mluverify.core.plugin_manager import configure, unconfigure
+
+    try:
+        configure(pm)
+    except MluverifyError as exc:
+        unconfigure(pm)  # undo what the plugins before the failing one set up
+        raise pytest.UsageError(f"mluverify: {exc}") from None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """End this config's run: unconfigure its plugin manager (the device forgets its plugins)
+    and drop it, so a later run in this process starts from a fresh one."""
+    from mluverify.core.plugin_manager import unconfigure
+
+    pm = config.stash.get(plugin_manager_key, None)
+    if pm is not None:
+        del config.stash[plugin_manager_key]
+        unconfigure(pm)
+
+
+def plugin_manager(config: pytest.Config) -> "pluggy.PluginManager":
+    """The mluverify plugin manager of this pytest run (``config``): for suites and conftest.py
+    files that call hooks, e.g. ``plugin_manager(config).hook.mluverify_case_sources()``."""
+    try:
+        return config.stash[plugin_manager_key]
+    except KeyError:
+        raise MluverifyError("mluverify is not configured in this pytest run "
+                             "(its plugin is disabled, or the run has ended)") from None
+
+
+def _check_targets(config: pytest.Config, pipeline: Pipeline, settings: Settings) -> None:
     """Every requested target must be known at start-up, unless a conftest.py that pytest has
     not loaded yet (below the test paths) may add its back end: then the tests collected next
     to it resolve it, and the others say it is unknown (``_target_params``)."""
     for target in _requested_targets(config, settings):
         try:
-            session.resolve(target)
+            pipeline.resolve(target)
         except MluverifyError:
             if not _conftests_to_come(config):
                 raise
@@ -107,16 +150,16 @@ def _conftests_to_come(config: pytest.Config) -> bool:
     return False
 
 
-def _register_run(config: pytest.Config, session: Session, settings: Settings) -> None:
+def _register_run(config: pytest.Config, pipeline: Pipeline, settings: Settings) -> None:
     """The run's report directory and reproducers (``mluverify.pytest_plugin.run``), in pytest and in
     mluverify's plugin manager (it observes records)."""
     from mluverify.core.plugin_manager import register
     from mluverify.report.rundir import RunDirectory
 
-    run = PytestRun(config, session, RunDirectory(report_dir(config, settings)),
+    run = PytestRun(config, pipeline, RunDirectory(report_dir(config, settings)),
                     targets=_requested_targets(config, settings))
     config.pluginmanager.register(run, "mluverify-run")
-    register(session.pm, run)
+    register(pipeline.pm, run)
 
 
 def _with_options(settings: Settings, config: pytest.Config) -> Settings:
@@ -135,21 +178,28 @@ def _with_options(settings: Settings, config: pytest.Config) -> Settings:
     return replace(settings, **{key: getattr(checked, key) for key in given})
 
 
-def _new_session(config: pytest.Config, settings: Settings) -> Session:
-    from mluverify.core.plugin_manager import get_plugin_manager, register
+def _new_pipeline(config: pytest.Config, settings: Settings) -> Pipeline:
+    from mluverify.core.plugin_manager import new_plugin_manager
+    from mluverify.report.records import ShardWriter
     from mluverify.report.rundir import RunDirectory
 
-    # The process-wide manager: the emulated device takes its kernels from it too.
-    pm = get_plugin_manager()
-    for plugin in _mluverify_plugins(config.pluginmanager.get_plugins()):
-        register(pm, plugin)
-    dump_failures = config.getoption("mlu_dump") == "fail"
+    # This run's own manager: the -p plugins and conftest.py files pytest loaded so far.
+    pm = new_plugin_manager(extra=_mluverify_plugins(config.pluginmanager.get_plugins()))
+    dump_case = _dump_case if config.getoption("mlu_dump") == "fail" else None
     if is_worker(config):
-        return Session(pm, settings, Path(config.workerinput["mluverify_run_dir"]),
-                       run_id=config.workerinput["mluverify_run_id"], worker=config.workerinput["workerid"],
-                       dump_failures=dump_failures)
+        return Pipeline(pm, settings, Path(config.workerinput["mluverify_run_dir"]), ShardWriter,
+                        run_id=config.workerinput["mluverify_run_id"], worker=config.workerinput["workerid"],
+                        dump_case=dump_case)
     # Records go to the staging directory, claimed before the first test (mluverify.pytest_plugin.run).
-    return Session(pm, settings, RunDirectory(report_dir(config, settings)).staging, dump_failures=dump_failures)
+    return Pipeline(pm, settings, RunDirectory(report_dir(config, settings)).staging, ShardWriter,
+                    dump_case=dump_case)
+
+
+def _dump_case(fn: Callable, args: tuple, kwargs: dict, outdir: Path) -> Path:
+    """``--mlu-dump=fail``: a failing case dumped by the Dumper (level 1, CPU re-run of each op)."""
+    from mluverify.dump import dump_case
+
+    return dump_case(fn, args, kwargs, outdir)
 
 
 def _mluverify_plugins(plugins) -> list[Any]:
@@ -162,15 +212,15 @@ class _PluginForwarder:
     """Forwards plugins registered with pytest after start-up (conftest.py files) that
     implement mluverify hooks to mluverify's plugin manager."""
 
-    def __init__(self, session: Session) -> None:
-        self.session = session
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline = pipeline
 
     def pytest_plugin_registered(self, plugin: Any) -> None:
         from mluverify.core.plugin_manager import register
 
         if _mluverify_plugins([plugin]):
             try:
-                register(self.session.pm, plugin)
+                register(self.pipeline.pm, plugin)
             except MluverifyError as exc:  # a conftest.py found while collecting: its error, alone
                 raise pytest.Collector.CollectError(f"mluverify: {exc}") from None
 
@@ -182,13 +232,13 @@ def _requested_targets(config: pytest.Config, settings: Settings) -> list[str]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "mlu_target" not in metafunc.fixturenames:
         return
-    session = metafunc.config.stash[session_key]
+    pipeline = metafunc.config.stash[pipeline_key]
     settings = metafunc.config.stash[settings_key]
     marker = metafunc.definition.get_closest_marker("mlu_targets")
     requested = _requested_targets(metafunc.config, settings)
     if marker is not None:
         requested = [t for t in requested if t in marker.args]
-    params = [param for text in requested for param in _target_params(session, text, settings.core_versions)]
+    params = [param for text in requested for param in _target_params(pipeline, text, settings.core_versions)]
     if not params:
         params = [pytest.param(None, "", id="no-target",
                                marks=pytest.mark.skip(reason=f"none of the requested targets {requested} "
@@ -199,11 +249,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("mlu_target", [pytest.param(p.values[0], id=p.id, marks=p.marks) for p in params])
 
 
-def _target_params(session: Session, text: str, core_versions: tuple[str, ...]) -> list:
+def _target_params(pipeline: Pipeline, text: str, core_versions: tuple[str, ...]) -> list:
     """One param ``(target, core version)`` per device variant the target runs on: its back
     end's variants among ``core_versions``, or ``""`` for a back end without variants."""
     try:
-        target, backend = session.resolve(text)
+        target, backend = pipeline.resolve(text)
     except MluverifyError as exc:  # no conftest.py collected so far added it (_check_targets)
         raise pytest.Collector.CollectError(f"mluverify: {exc}") from None
     reason = backend.unavailable_reason() or backend.mode_unavailable_reason(target.mode)
@@ -222,6 +272,14 @@ def mlu_core_version() -> str:
 
 
 @pytest.fixture
+def mlu_run_dir(request: pytest.FixtureRequest) -> Path:
+    """The directory of the run being built (``<report dir>.running``, swapped in as the report
+    directory when the run ends): where a suite writes files that belong to the run, beside its
+    records. Claimed once the run collected a test that uses ``verify``."""
+    return request.config.stash[pipeline_key].run_dir
+
+
+@pytest.fixture
 def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version: str) -> Callable[..., Any]:
     """``verify(fn, *args, op=None, dtype="float32", quant="", tolerance=None, seed=None,
     reproducer="", aten_ops=(), golden=None, expect_non_finite=False, grad=False, optimizer=None,
@@ -232,7 +290,7 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
     float64 too (default: the ``mlu_golden`` marker or ``--mlu-golden``); ``grad``: run backward
     too and judge every gradient (``optimizer``: a factory ``params -> Optimizer`` whose one step
     is judged as well; ``mluverify.core.gradients``)."""
-    session = request.config.stash[session_key]
+    pipeline = request.config.stash[pipeline_key]
     settings = request.config.stash[settings_key]
     item = request.node
     calls = iter(range(1, 1 << 30))
@@ -255,7 +313,7 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
         waiver = _waiver_for(item, case.case_id, settings)
         checks = Checks(golden=_golden_on(request.config, item) if golden is None else golden,
                         expect_non_finite=expect_non_finite)
-        outcome = session.verify(fn, args, kwargs, case, tolerance=_tolerance_of(item, tolerance),
+        outcome = pipeline.verify(fn, args, kwargs, case, tolerance=_tolerance_of(item, tolerance),
                                  waiver=waiver, checks=checks, grad=grad, optimizer=optimizer)
         return _test_outcome(outcome, case, settings)
 
@@ -318,10 +376,7 @@ def _waiver_for(item: pytest.Item, case_id: str, settings: Settings) -> Waiver |
         fields = dict(zip(("reason", "until", "max"), marker.args), **marker.kwargs)
         return make_waiver(fields.get("reason"), fields.get("until"), fields.get("max"),
                            where=f"mlu_waiver on {item.nodeid}")
-    for pattern, waiver in settings.waivers.items():
-        if matches_case_id(pattern, case_id):
-            return waiver
-    return None
+    return waiver_for(case_id, settings.waivers)
 
 
 def _callable_name(fn: Callable) -> str:

@@ -14,6 +14,8 @@ Registered by ``mluverify.pytest_plugin.plugin`` in every process of a run (``py
 """
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +24,18 @@ import pytest
 from mluverify.core.config import Settings
 from mluverify.errors import MluverifyError
 from mluverify.core.hookspecs import hookimpl
+from mluverify.report.completeness import INTERRUPTED, RunCompleteness, at_claim, at_end
 from mluverify.report.rundir import RunDirectory
-from mluverify.core.pipeline import Session
+from mluverify.core.pipeline import Pipeline
 
 REPRODUCER_SECTION = "mluverify reproducer"
+
+
+def _junit_xml(config: pytest.Config) -> Any:
+    """pytest's JUnit XML writer of this run (``--junitxml``), or None."""
+    from _pytest.junitxml import xml_key
+
+    return config.stash.get(xml_key, None)
 
 
 def report_dir(config: pytest.Config, settings: Settings) -> Path:
@@ -45,16 +55,18 @@ def missing_paths(args: list[str], base: Path) -> list[str]:
 class PytestRun:
     """The report directory and records of one pytest run (an instance per process)."""
 
-    def __init__(self, config: pytest.Config, session: Session, directory: RunDirectory,
+    def __init__(self, config: pytest.Config, pipeline: Pipeline, directory: RunDirectory,
                  targets: list[str]) -> None:
         self.config = config
-        self.session = session
+        self.pipeline = pipeline
         self.directory = directory
         self.targets = set(targets)  # the requested targets (how a verifying test's id reads)
         self.claimed = False
         self.selected: list[str] | None = None  # the tests this run kept after collection
         self.deselected = 0  # how many it dropped (-k, -m, --deselect, pytest-split, ...)
         self.failing: dict[str, list[str]] = {}  # test id -> reproducers of its failing cases
+        self.ran: set[str] = set()  # the tests that reached their teardown (controller side)
+        self.completeness: RunCompleteness | None = None  # how the run ended, once it has
         self._off_progress_line = False
 
     # --- claiming, controller side ---------------------------------------------------------
@@ -119,7 +131,7 @@ class PytestRun:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """pytest-xdist: every worker records under the controller's run id, into its directory."""
-        node.workerinput["mluverify_run_id"] = self.session.run_id
+        node.workerinput["mluverify_run_id"] = self.pipeline.run_id
         node.workerinput["mluverify_run_dir"] = str(self.directory.staging)
 
     def _claim(self) -> None:
@@ -128,7 +140,9 @@ class PytestRun:
         try:
             staging = self.directory.claim()
             self.claimed = True
-            write_metadata(staging, run_metadata(self.session.run_id))
+            # incomplete until its end is recorded: a run killed from here on says so by itself
+            write_metadata(staging, {**run_metadata(self.pipeline.run_id),
+                                     **at_claim(len(self.selected or ())).as_metadata()})
         except MluverifyError as exc:
             raise pytest.UsageError(f"mluverify: {exc}") from None
         for note in self.directory.notes:
@@ -154,17 +168,48 @@ class PytestRun:
 
     # --- the end -------------------------------------------------------------------------------
 
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.session.close()
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "teardown" and not is_worker(self.config):
+            self.ran.add(report.nodeid)
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> Any:
+        """Before the other plugins finish (pytest's JUnit XML among them, which then says so):
+        how the run ended. After them, before the terminal summary: the run's records merged,
+        reported, gated and swapped in."""
+        if not is_worker(self.config) and self.claimed:
+            self.completeness = at_end(len(self.ran), len(self.selected or ()),
+                                       interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+            junit = _junit_xml(self.config)
+            if junit is not None and not self.completeness.complete:
+                junit.add_global_property("mluverify_incomplete", self.completeness.headline)
+        result = yield
+        self.pipeline.close()
         if is_worker(self.config):
             self.config.workeroutput["mluverify_deselected"] = self.deselected
-            return
-        status = self._finish(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+            return result
+        status = self._finish()
+        self._point_junit_at_the_published_run()
         if status and session.exitstatus == 0:
             session.exitstatus = status
+        return result
 
-    def _finish(self, interrupted: bool) -> int:
+    def _point_junit_at_the_published_run(self) -> None:
+        """``mluverify run`` writes the JUnit XML into the run being built, which is renamed at
+        its end: the path pytest prints afterwards is the published one. A run that claimed
+        nothing leaves no half-built directory with only that file in it."""
+        junit = _junit_xml(self.config)
+        if junit is None:
+            return
+        written = Path(junit.logfile)
+        if written.parent.resolve() == self.directory.staging.resolve():
+            if self.claimed and self.directory.path.is_dir() and not self.directory.staging.exists():
+                junit.logfile = str(self.directory.path / written.name)
+            elif not self.claimed and set(os.listdir(written.parent)) <= {written.name}:
+                shutil.rmtree(written.parent)
+                junit.logfile = "(none: the run verified nothing)"
+
+    def _finish(self) -> int:
         from mluverify.report.rundir import holds_records
         from mluverify.report.finish import finish_empty_run, finish_run
 
@@ -177,11 +222,12 @@ class PytestRun:
             return finish_empty_run(self.directory.path, gate=gate, terminal_write=self._write_line)
         baseline = self.config.getoption("mlu_baseline")
         try:
-            self._keep_run_facts(staging, interrupted)
-            return finish_run(staging, pm=self.session.pm, settings=self.session.settings,
+            self._keep_run_facts(staging)
+            return finish_run(staging, pm=self.pipeline.pm, settings=self.pipeline.settings,
                               baseline=Path(baseline) if baseline else None, gate=gate,
                               terminal_write=self._write_line, selected=self._partial_selection(),
-                              publish=self.directory.publish)
+                              publish=self.directory.publish,
+                              allow_incomplete=bool(self.config.getoption("mlu_allow_incomplete")))
         except Exception as exc:  # named errors, and bugs in a report: the records come first
             what = str(exc) if isinstance(exc, MluverifyError) else f"{type(exc).__name__}: {exc}"
             self._write_line(f"mluverify: reports failed: {what}")
@@ -195,19 +241,20 @@ class PytestRun:
         deleted test's included."""
         return self.selected if self.deselected else None
 
-    def _keep_run_facts(self, staging: Path, interrupted: bool) -> None:
-        """Which tests were selected when some were left out (for the gate), and whether the run
-        was interrupted (its records are reported, but it is no baseline)."""
+    def _keep_run_facts(self, staging: Path) -> None:
+        """Which tests were selected when some were left out (for the gate), and how the run
+        ended (an incomplete run's records are reported, but it passes no gate and is no
+        baseline)."""
         from mluverify.report.records import read_metadata, write_metadata, write_selected
 
-        if interrupted:
-            write_metadata(staging, {**read_metadata(staging), "interrupted": True})
+        ended = self.completeness.as_metadata() | {"interrupted": self.completeness.reason == INTERRUPTED}
+        write_metadata(staging, {**read_metadata(staging), **ended})
         if self._partial_selection() is not None:
             write_selected(staging, self.selected)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.directory.release()
-        self.session.pm.unregister(self)
+        self.pipeline.pm.unregister(self)
 
     def _write_line(self, line: str) -> None:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")

@@ -5,8 +5,10 @@ waived: an errored case, or one that did not run on the device, has no value tha
 anything about a bound): observed quantiles, the bound, the headroom ``bound / max passing
 value``, a recommended bound and a verdict (``VERDICTS``):
 
-- ``exact``: every judged value is exactly 0: the group is exact by nature, recommend the
-  ``exact`` policy (bit-exact) rather than a bound;
+- ``exact``: every case of the group is bit-identical (``max_abs == 0``; for the ``exact``
+  metric, no element differs): recommend the ``exact`` policy rather than a bound. A judged
+  rel_mse of 0 does not qualify: Cambricon's eps rule reports any total squared error up to
+  ``(2 eps)^2`` as 0;
 - ``failing``: cases fail the bound. The audit never loosens a bound because of a failure:
   the recommendation comes from the passing cases, and ``admits`` lists the failing cases it
   would let through if it is looser than the bound;
@@ -14,8 +16,14 @@ value``, a recommended bound and a verdict (``VERDICTS``):
 - ``too loose``: passing headroom > ``LOOSE_HEADROOM`` (100): a real regression would pass;
 - ``ok`` otherwise; ``no data`` when no case was judged.
 
-The recommended bound is the largest passing value times the safety factor, rounded *up* to
-``SIGNIFICANT_DIGITS`` (2) significant digits: 0.001234 x 2 = 0.002468 -> 0.0025.
+The recommended bound comes from raw errors: the largest passing *raw* value (a rel_mse the eps
+rule zeroed is replaced by ``10^(-sqnr_db / 20)``, from the record's ``sqnr_db``; the other
+metrics have no eps rule) times the safety factor, never below the largest golden ``reference_error`` of the
+group (what the CPU reference itself misses by), rounded *up* to ``SIGNIFICANT_DIGITS`` (2)
+significant digits: 0.001234 x 2 = 0.002468 -> 0.0025. Beside it, ``eps_zeroed`` counts the
+cases whose judged rel_mse the eps rule turned to 0 though the raw one is not, and
+``max_passing`` keeps the largest judged value. ``admits`` lists every failing case whose
+judged value the recommended bound would let through.
 
 A failing case with a golden (float64) result is blamed on the device when the device's own
 error breaks the golden rule (``device_error > k * reference_error + floor``), and on an
@@ -27,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from mluverify.judge import GOLDEN_RULES, GoldenRule
+from mluverify.judge._metrics import raw_rel_mse_from_sqnr_db
 from mluverify.report.tables import GROUP
 
 if TYPE_CHECKING:
@@ -38,15 +47,15 @@ SIGNIFICANT_DIGITS = 2
 DEFAULT_SAFETY_FACTOR = 2.0
 VERDICTS = ("failing", "too tight", "too loose", "exact", "ok", "no data")
 JUDGED = ("passed", "failed", "waived")
-# Most failing cases named per group in ``admits``.
-ADMITS_SHOWN = 10
 WORST_COLUMNS = GROUP + ["run_id", "case_id", "status", "shape", "value", "bound", "passed", "blame",
                          "device_error", "reference_error", "seed", "reproducer"]
-LEGEND = (f"Only judged cases (passed, failed, waived) count. exact: every value is 0, use the exact "
-          f"policy; failing: cases fail, the recommendation comes from passing cases only and admits "
-          f"lists the failures a looser bound would let through; too tight: passing headroom < "
+LEGEND = (f"Only judged cases (passed, failed, waived) count. exact: every case bit-identical (max_abs 0), "
+          f"use the exact policy; failing: cases fail, the recommendation comes from passing cases only "
+          f"and admits lists every failure it would let through; too tight: passing headroom < "
           f"{TIGHT_HEADROOM:g}; too loose: headroom > {LOOSE_HEADROOM:g}. Recommended bound: largest "
-          f"passing value x safety factor, rounded up to {SIGNIFICANT_DIGITS} significant digits. "
+          f"passing raw value (rel_mse without the eps rule) x safety factor, at least the golden "
+          f"reference_error, rounded up to {SIGNIFICANT_DIGITS} significant digits; eps_zeroed: cases "
+          f"the eps rule judged 0 though their raw error is not. "
           f"blame: a failure is the device's when its float64 error breaks the golden rule, the "
           f"reference's (ill-conditioned) when it does not.")
 
@@ -86,8 +95,11 @@ def group_audit(judged: "pd.DataFrame", safety_factor: float) -> "pd.DataFrame":
     """The per-group table of ``Audit.groups``, from judged records only."""
     import numpy as np
 
-    work = judged.assign(failed=~judged["passed"].fillna(False).astype(bool))
-    work = work.assign(passing_value=work["value"].where(~work["failed"]))
+    work = judged.assign(failed=~judged["passed"].fillna(False).astype(bool), raw_value=raw_values(judged),
+                         bit_identical=bit_identical(judged))
+    work = work.assign(passing_value=work["value"].where(~work["failed"]),
+                       passing_raw=work["raw_value"].where(~work["failed"]),
+                       eps_zeroed=(work["value"] == 0) & (work["raw_value"] > 0))
     groups = work.groupby(GROUP, sort=True, dropna=False)
     table = groups.agg(runs=("run_id", "nunique"), cases=("failed", "size"), failed=("failed", "sum"))
     quantiles = groups["value"].quantile([0.5, 0.9, 0.99]).unstack()
@@ -97,9 +109,13 @@ def group_audit(judged: "pd.DataFrame", safety_factor: float) -> "pd.DataFrame":
     table["bound"] = groups["bound"].max()
     with np.errstate(divide="ignore", invalid="ignore"):
         table["headroom"] = table["bound"] / table["max_passing"]
-    table["recommended_bound"] = round_up(table["max_passing"].to_numpy() * safety_factor)
+    table["max_passing_raw"] = groups["passing_raw"].max()
+    table["eps_zeroed"] = groups["eps_zeroed"].sum()
+    from_raw = table["max_passing_raw"].to_numpy() * safety_factor
+    # fmax: a group without golden results keeps the raw recommendation
+    table["recommended_bound"] = round_up(np.fmax(from_raw, groups["reference_error"].max().to_numpy()))
     table["admits"] = _admitted(work, table)
-    all_zero = (table["max"] == 0) & (table["failed"] == 0)
+    all_zero = groups["bit_identical"].all() & (table["failed"] == 0)
     table["verdict"] = np.select(
         [table["max_passing"].isna() & (table["failed"] == 0), table["failed"] > 0, all_zero,
          table["headroom"] < TIGHT_HEADROOM, table["headroom"] > LOOSE_HEADROOM],
@@ -111,15 +127,29 @@ def group_audit(judged: "pd.DataFrame", safety_factor: float) -> "pd.DataFrame":
     return table.assign(verdict=verdict).reset_index()
 
 
+def raw_values(records: "pd.DataFrame") -> "pd.Series":
+    """Per record, the judged value with Cambricon's eps zeroing undone: a rel_mse judged 0 is
+    replaced by its raw value, recovered from ``sqnr_db`` (same sums, no eps rule). A non-zero
+    rel_mse keeps the eps added to a near-zero reference (without it, a zero reference makes any
+    error infinite); other metrics have no eps rule; records without ``sqnr_db`` keep theirs."""
+    raw_rel_mse = records["sqnr_db"].map(lambda db: raw_rel_mse_from_sqnr_db(db) if db == db else db)
+    zeroed = (records["metric"] == "rel_mse") & (records["value"] == 0) & raw_rel_mse.notna()
+    return raw_rel_mse.where(zeroed, records["value"])
+
+
+def bit_identical(records: "pd.DataFrame") -> "pd.Series":
+    """Per record, whether the device result equals the reference bit for bit: ``max_abs == 0``,
+    or for the ``exact`` metric (the count of differing elements) a value of 0."""
+    return (records["max_abs"] == 0) | ((records["metric"] == "exact") & (records["value"] == 0))
+
+
 def _admitted(work: "pd.DataFrame", table: "pd.DataFrame") -> "pd.Series":
-    """Per group, the failing cases the recommended bound would admit were it adopted (only when
-    it is looser than the bound), as ``case_id (value)`` text."""
-    failing = work[work["failed"]].join(table[["recommended_bound", "bound"]].rename(
-        columns={"bound": "group_bound"}), on=GROUP)
-    admitted = failing[(failing["recommended_bound"] > failing["group_bound"])
-                       & (failing["value"] <= failing["recommended_bound"])]
+    """Per group, every failing case whose judged value the recommended bound would let
+    through were it adopted, as ``case_id (value)`` text."""
+    failing = work[work["failed"]].join(table[["recommended_bound"]], on=GROUP)
+    admitted = failing[failing["value"] <= failing["recommended_bound"]]
     text = admitted.assign(item=[f"{case} ({value:.3g})" for case, value in zip(admitted["case_id"], admitted["value"])])
-    listed = text.groupby(GROUP, dropna=False)["item"].agg(lambda items: ", ".join(list(items)[:ADMITS_SHOWN]))
+    listed = text.groupby(GROUP, dropna=False)["item"].agg(", ".join)
     # object first: with nothing admitted the aggregate is an empty float column
     return listed.astype(object).reindex(table.index).fillna("")
 

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     import pluggy
     from mluverify.core.config import Settings
 
+    from mluverify.report.completeness import RunCompleteness
     from mluverify.report.diff import RunDiff
     from mluverify.report.gate import GateResult
 
@@ -19,36 +20,44 @@ GATE_FILE = "gate.md"
 PRINTED_FINDINGS = 50
 
 
-def write_reports(run_dir: Path, pm: "pluggy.PluginManager | None" = None, *, frame: "pd.DataFrame | None" = None,
+def write_reports(run_dir: Path, pm: "pluggy.PluginManager", *, frame: "pd.DataFrame | None" = None,
                   gate: "GateResult | None" = None, diff: "RunDiff | None" = None) -> "pd.DataFrame":
-    """Call ``mluverify_report`` to write every report output of ``run_dir`` into it (its
-    records loaded unless ``frame`` is given; ``gate`` / ``diff`` when made); returns the frame."""
-    from mluverify.core.plugin_manager import call_hook, get_plugin_manager
+    """Call ``mluverify_report`` of the run's plugin manager ``pm`` to write every report output
+    of ``run_dir`` into it (its records loaded unless ``frame`` is given; ``gate`` / ``diff``
+    when made); returns the frame."""
     from mluverify.report.loading import load
 
     frame = load(run_dir) if frame is None else frame
-    call_hook(pm or get_plugin_manager(), "mluverify_report", frame=frame, outdir=Path(run_dir), gate=gate, diff=diff)
+    pm.hook.mluverify_report(frame=frame, outdir=Path(run_dir), gate=gate, diff=diff)
     return frame
 
 
 def finish_run(run_dir: Path, *, pm: "pluggy.PluginManager", settings: "Settings", baseline: Path | None,
                gate: bool, terminal_write: Callable[[str], None], selected: "Collection[str] | None" = None,
-               publish: "Callable[[], Path] | None" = None) -> int:
-    """Merge the shards of ``run_dir``, write its reports (and a diff against ``baseline``), and
-    when ``gate`` is set apply the gate (``selected``: the tests the run selected), printing why
-    it failed. ``settings`` gives the regress factor, noise floor, waivers and allowed statuses.
+               publish: "Callable[[], Path] | None" = None, allow_incomplete: bool = False) -> int:
+    """Merge the shards of ``run_dir``, write its reports through the run's plugin manager ``pm``
+    (and a diff against ``baseline``), and when ``gate`` is set apply the gate (``selected``: the
+    tests the run selected), printing why it failed. ``settings`` gives the regress factor, noise
+    floor, waivers and allowed statuses. A run that did not finish (``run.json``, see
+    ``mluverify.report.completeness``) is reported as incomplete, fails the gate and forces
+    exit status 1, unless ``allow_incomplete``.
 
     Every file is written before ``publish`` (the run-directory swap) is called; the lines
     printed after it name the published directory. Returns the exit status to force: 0, or 1
-    when the gate failed. Raises RecordsError naming the culprit when the records cannot be
-    merged or a report cannot be written (the shards stay in place).
+    when the gate failed or the run is incomplete. Raises RecordsError naming the culprit when
+    the records cannot be merged or a report cannot be written (the shards stay in place).
     """
+    from mluverify.report.completeness import completeness_of
+    from mluverify.report.records import read_metadata
+
     run_dir = Path(run_dir)
     try:
         frame = _merge_and_load(run_dir)
+        completeness = completeness_of(read_metadata(run_dir), frame)
+        refused = "" if completeness.complete or allow_incomplete else completeness.headline
         base, diff = _load_baseline(baseline, frame, run_dir, settings)
-        result = _gate(frame, base, settings, selected) if gate else None
-        _stamp_finished(run_dir, baseline)
+        result = _gate(frame, base, settings, selected, refused) if gate else None
+        _stamp_finished(run_dir, baseline, completeness.complete)
         write_reports(run_dir, pm, frame=frame, gate=result, diff=diff)
         if result is not None:
             _write_gate(result, run_dir)
@@ -56,8 +65,8 @@ def finish_run(run_dir: Path, *, pm: "pluggy.PluginManager", settings: "Settings
         raise RecordsError(f"cannot write the reports of {run_dir}: {exc}") from None
     shown = publish() if publish is not None else run_dir
     status = 0 if result is None else _print_gate(result, shown, terminal_write)
-    terminal_write(_run_line(frame, result, shown))
-    return status
+    terminal_write(_run_line(frame, result, shown, completeness))
+    return 1 if refused else status
 
 
 def finish_empty_run(report_dir: Path, *, gate: bool, terminal_write: Callable[[str], None]) -> int:
@@ -72,15 +81,16 @@ def finish_empty_run(report_dir: Path, *, gate: bool, terminal_write: Callable[[
 
 def _merge_and_load(run_dir: Path) -> "pd.DataFrame":
     from mluverify.report.loading import load
-    from mluverify.report.records import merge
+    from mluverify.report.merging import merge
 
     merge(run_dir)
     return load(run_dir)
 
 
-def _stamp_finished(run_dir: Path, baseline: Path | None) -> None:
-    """Record in run.json when the run finished (once: a later ``mluverify report`` keeps it)
-    and the baseline it was compared with; a directory without run metadata is left without."""
+def _stamp_finished(run_dir: Path, baseline: Path | None, complete: bool) -> None:
+    """Record in run.json when a complete run finished (once: a later ``mluverify report`` keeps
+    it; an incomplete run's end is not known, so none is made up) and the baseline it was
+    compared with; a directory without run metadata is left without."""
     from datetime import datetime, timezone
 
     from mluverify.report.records import read_metadata, write_metadata
@@ -88,7 +98,8 @@ def _stamp_finished(run_dir: Path, baseline: Path | None) -> None:
     metadata = read_metadata(run_dir)
     if not metadata:
         return
-    metadata.setdefault("finished", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    if complete:
+        metadata.setdefault("finished", datetime.now(timezone.utc).isoformat(timespec="seconds"))
     if baseline is not None:
         metadata["baseline"] = str(baseline)
     write_metadata(run_dir, metadata)
@@ -112,19 +123,20 @@ def _load_baseline(baseline: Path | None, frame: "pd.DataFrame", run_dir: Path,
 
 
 def _gate(frame: "pd.DataFrame", base: "pd.DataFrame | None", settings: "Settings",
-          selected: "Collection[str] | None") -> "GateResult":
+          selected: "Collection[str] | None", incomplete: str) -> "GateResult":
     from mluverify.report.gate import evaluate_gate
 
     return evaluate_gate(frame, base, regress_factor=settings.regress_factor, noise_floor=settings.noise_floor,
-                         waivers=settings.waivers, allow=settings.allow, selected=selected)
+                         waivers=settings.waivers, allow=settings.allow, selected=selected, incomplete=incomplete)
 
 
-def _run_line(frame: "pd.DataFrame", gate: "GateResult | None", run_dir: Path) -> str:
+def _run_line(frame: "pd.DataFrame", gate: "GateResult | None", run_dir: Path,
+              completeness: "RunCompleteness") -> str:
     """The one-line verdict every run ends with (see ``pages.verdict_line``)."""
     from mluverify.report.pages import verdict_line
     from mluverify.report.tables import totals
 
-    return verdict_line(totals(frame), gate, str(run_dir / "report.html"))
+    return verdict_line(totals(frame), gate, str(run_dir / "report.html"), completeness)
 
 
 def _write_gate(result: "GateResult", run_dir: Path) -> None:

@@ -30,7 +30,7 @@ from mluverify.core.status import PASSED, WAIVED
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mluverify.core.config import Waiver
+    from mluverify.core.expectations import Waiver
 
 FINDING_COLUMNS = ["rule", "case_id", "target", "op", "value", "baseline_value", "bound", "waiver", "detail"]
 
@@ -54,10 +54,12 @@ class GateResult:
 def evaluate_gate(run: "pd.DataFrame", baseline: "pd.DataFrame | None" = None, *,
                   regress_factor: float = 1.5, noise_floor: float = 1e-6,
                   waivers: "Mapping[str, Waiver] | None" = None, today: dt.date | None = None,
-                  allow: Collection[str] = (), selected: Collection[str] | None = None) -> GateResult:
+                  allow: Collection[str] = (), selected: Collection[str] | None = None,
+                  incomplete: str = "") -> GateResult:
     """Apply every gate rule to the records of ``run`` (against ``baseline`` when given);
-    ``waivers`` maps case-id globs to waivers (``mluverify.core.config.parse_waivers``); ``allow``:
-    statuses admitted; ``selected``: the case ids the run selected (None: all)."""
+    ``waivers`` maps case-id globs to waivers (``mluverify.core.expectations.parse_waivers``); ``allow``:
+    statuses admitted; ``selected``: the case ids the run selected (None: all); ``incomplete``:
+    why the run did not finish (a blocking finding: an incomplete run never passes the gate)."""
     import pandas as pd
 
     today, waivers = today or dt.date.today(), waivers or {}
@@ -71,7 +73,9 @@ def evaluate_gate(run: "pd.DataFrame", baseline: "pd.DataFrame | None" = None, *
          "detail": f"waiver expired on {w.until.isoformat()} (reason: {w.reason}); fix the cases or renew it"}
         for pattern, w in waivers.items() if w.expired(today)
     ]
-    return GateResult(pd.concat([cases, _frame(expired)], ignore_index=True))
+    unfinished = [{"rule": "incomplete run", "detail": f"{incomplete}; rerun it whole, or pass "
+                                                       f"--mlu-allow-incomplete"}] if incomplete else []
+    return GateResult(pd.concat([cases, _frame(expired + unfinished)], ignore_index=True))
 
 
 WAIVED_BUT_WORSENED = "waived but worsened"
@@ -121,7 +125,7 @@ def _detail(row: "pd.Series", regress_factor: float) -> str:
 def waiver_reasons(findings: "pd.DataFrame", waivers: "Mapping[str, Waiver]", today: dt.date) -> "pd.Series":
     """Per finding, the waiver that covers it (marker first, then the first matching unexpired
     configured waiver), or ``""``."""
-    from mluverify.core.config import case_id_regex
+    from mluverify.core.expectations import case_id_regex
 
     reasons = findings["waiver"].copy()
     for pattern, waiver in waivers.items():

@@ -13,6 +13,7 @@ from mluverify.report.render import (
     Chip, TableSpec, html_banner, html_facts, html_image, html_page, html_paragraph, html_table,
     markdown_page, markdown_table,
 )
+from mluverify.report.completeness import RunCompleteness
 from mluverify.report.tables import FAILING, STATUSES
 
 if TYPE_CHECKING:
@@ -53,9 +54,20 @@ SUMMARY_SPEC = TableSpec(tone="worst", order=STATUSES, page=200)
 FINDINGS_SPEC = TableSpec(long={"case_id": 24, "detail": 30, "waiver": 20}, tone="rule", page=20)
 
 
-def verdict(totals: "pd.DataFrame", gate: "GateResult | None") -> tuple[str, str]:
-    """The run's verdict and its tone: the gate's when it was applied, else what failed or was
-    not verified on the device."""
+def verdict(totals: "pd.DataFrame", gate: "GateResult | None",
+            completeness: RunCompleteness = RunCompleteness(True)) -> tuple[str, str]:
+    """The run's verdict and its tone: an incomplete run says so first and is never green
+    (amber at best); then the gate's verdict when it was applied, else what failed or was not
+    verified on the device."""
+    text, tone = _records_verdict(totals, gate)
+    if completeness.complete:
+        return text, tone
+    if tone == "good":  # what passed is only what ran: no claim that the run passed
+        text = "no recorded comparison failed" if gate is None else text
+    return f"{completeness.headline}; {text}", "bad" if tone == "bad" else "warn"
+
+
+def _records_verdict(totals: "pd.DataFrame", gate: "GateResult | None") -> tuple[str, str]:
     from mluverify.core.status import PROVENANCE_STATUSES
 
     counts = totals.iloc[0]
@@ -87,9 +99,10 @@ def diff_text(diff: "RunDiff") -> str:
     return "since the baseline: " + (", ".join(f"{n} {status}" for status, n in counts.items() if n) or "no cases")
 
 
-def verdict_line(totals: "pd.DataFrame", gate: "GateResult | None", report: str) -> str:
+def verdict_line(totals: "pd.DataFrame", gate: "GateResult | None", report: str,
+                 completeness: RunCompleteness = RunCompleteness(True)) -> str:
     """The one line printed at the end of every run: verdict, counts, the report's path."""
-    text, _ = verdict(totals, gate)
+    text, _ = verdict(totals, gate, completeness)
     return f"mluverify: {text}; {counts_text(totals)}; report: {report}"
 
 
@@ -97,7 +110,7 @@ def report_documents(tables: "RunTables", title: str, gate: "GateResult | None" 
                      diff: "RunDiff | None" = None, baseline: str = "") -> tuple[str, str]:
     """``(summary.md, report.html)`` of one run; ``gate`` and ``diff`` (against ``baseline``)
     when they were made."""
-    text, tone = verdict(tables.totals, gate)
+    text, tone = verdict(tables.totals, gate, tables.completeness)
     lines = [counts_text(tables.totals)] + ([diff_text(diff)] if diff is not None else [])
     chips = [Chip(s, int(tables.totals.at[0, s]), CASES_TABLE) for s in STATUSES]
     findings = [] if gate is None or gate.findings.empty else [("Gate findings", gate.findings)]
@@ -213,7 +226,7 @@ def gate_table(findings: "pd.DataFrame", limit: int | None = None) -> str:
 
 def ci_summary(tables: "RunTables", gate: "GateResult | None", diff: "RunDiff | None", report: str) -> str:
     """Markdown for a CI job summary: verdict, counts, the failures table, the report's path."""
-    text, _ = verdict(tables.totals, gate)
+    text, _ = verdict(tables.totals, gate, tables.completeness)
     failing = tables.cases[tables.cases["status"].isin(FAILING)]
     columns = ["status", "case_id", "target", "value", "bound", "reason", "error"]
     parts = [f"### mluverify: {text}", "", counts_text(tables.totals)]

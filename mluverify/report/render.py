@@ -36,14 +36,15 @@ _PLAIN_RANGE = (0.01, 1000.0)
 def format_number(value: float) -> str:
     """A number in three significant digits, compact scientific outside 0.01..1,000:
     ``0.00041839`` -> ``4.18e-4``, ``0.0213`` -> ``0.0213``, ``2.0`` -> ``2``, NaN -> ``""``;
-    up to nine digits where three would show a fraction as a whole number (``0.99999993``)."""
+    up to nine digits where three would round a fraction onto another whole number (a cosine of
+    ``0.99999993`` is not ``1``; ``111.207`` is ``111``)."""
     if value != value:
         return ""
     magnitude = abs(value)
     if _PLAIN_RANGE[0] <= magnitude < _PLAIN_RANGE[1]:
         text = f"{value:.3g}"
-        # never round a fraction to a whole number: a cosine of 0.99999993 is not "1"
-        return f"{value:.9g}" if "." not in text and not value.is_integer() else text
+        crossed = "." not in text and float(text) != math.trunc(value)
+        return f"{value:.9g}" if crossed else text
     if magnitude == math.inf:
         return "inf" if value > 0 else "-inf"
     if value == 0:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 # Every record status, most severe first: the order reports list cases in.
 from mluverify.core.status import STATUSES
+from mluverify.report.completeness import RunCompleteness, completeness_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -220,9 +221,11 @@ class RunTables:
     cases: "pd.DataFrame"
     worst: "pd.DataFrame"
     overview: "pd.DataFrame"
+    completeness: RunCompleteness = RunCompleteness(True)
 
 
 def run_tables(frame: "pd.DataFrame", metadata: Mapping[str, Any] | None = None, worst: int = 20) -> RunTables:
     """The tables of a run's report (see ``RunTables``)."""
     return RunTables(totals(frame), summarize(frame), pass_matrix(frame), error_points(frame),
-                     case_list(frame), worst_cases(frame, worst), overview(frame, metadata or {}))
+                     case_list(frame), worst_cases(frame, worst), overview(frame, metadata or {}),
+                     completeness_of(metadata or {}, frame))

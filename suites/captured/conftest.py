@@ -5,10 +5,11 @@ Selection:
 
 - full-size ResNet50 and VGG19 (``HEAVY``) are ``mlu_heavy``: they run with ``--mlu-heavy``;
 - so are layout ops (``LAYOUT_OPS``: views, copies) on ``mlu:cnml``: fused alone they are a
-  program that moves bytes, and each costs a capture and a build; ``mlu:cnnl`` replays them;
-- on ``mlu:cnml`` only the ops its fused engine accepts (``mluverify_fusible_ops``; an in-place
-  op by its out-of-place form) are replayed: the engine runs every other op layer by layer,
-  as ``mlu:cnnl`` does, which replays them all. The others are skipped with that reason.
+  program that moves bytes, and each costs a capture and a build; ``mlu:cnnl`` replays them.
+
+Which cases a fused target replays at all is the collector's rule for every cases file, a
+user's included (``mluverify.pytest_plugin.cases.FusedRule``); device moves, host reads and
+mluverify's own ops were never captured as cases (``mluverify.dump.capture``).
 """
 from __future__ import annotations
 
@@ -23,33 +24,12 @@ LAYOUT_OPS = frozenset({"view", "_unsafe_view", "reshape", "t", "transpose", "pe
 FUSED_TARGET = "mlu:cnml"
 
 
-def _fusible_ops() -> frozenset[str]:
-    from mluverify.core.plugin_manager import get_plugin_manager
-
-    return frozenset(name.removesuffix(".default")
-                     for answer in get_plugin_manager().hook.mluverify_fusible_ops() for name in answer)
-
-
-def _out_of_place(op: str) -> str:
-    """``aten::relu_`` -> ``aten::relu``; ``aten::div_.Scalar`` -> ``aten::div.Scalar``."""
-    name, dot, overload = op.partition(".")
-    return name.removesuffix("_") + dot + overload
-
-
 @pytest.hookimpl(tryfirst=True)  # before suites/conftest.py turns mlu_heavy into skips
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    fusible = None
     for item in items:
         if not isinstance(item, CapturedCaseItem):
             continue
         if item.case.model in HEAVY:
             item.add_marker(pytest.mark.mlu_heavy)
-        if str(item.mlu_target) == FUSED_TARGET:
-            if item.case.op_name.split(".")[0] in LAYOUT_OPS:
-                item.add_marker(pytest.mark.mlu_heavy)
-            fusible = _fusible_ops() if fusible is None else fusible
-            if _out_of_place(item.case.op) not in fusible:
-                item.add_marker(pytest.mark.skip(
-                    reason=f"{item.case.op} is outside {FUSED_TARGET}'s fusible set "
-                           f"(mluverify_fusible_ops): the engine runs it layer by layer, as "
-                           f"mlu:cnnl does, which replays it"))
+        if str(item.mlu_target) == FUSED_TARGET and item.case.op_name.split(".")[0] in LAYOUT_OPS:
+            item.add_marker(pytest.mark.mlu_heavy)

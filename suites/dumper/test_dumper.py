@@ -3,8 +3,8 @@
 A network runs on the device under ``Dumper(level=1, use_cpu=True)``: the dump must not change
 its result (``verify`` judges the dumped run against the CPU), and ``dump_diff`` must blame no op
 on the clean device, every dumped op's own error (device vs CPU on the same inputs) being within
-the mode's tolerance. The per-op error tables go to the run's report directory
-(``dumps/<case>/dump_diff.{csv,md,html}``) beside the records.
+the mode's tolerance. The per-op error tables go to the run being built (the ``mlu_run_dir`` fixture:
+``dumps/<case>/dump_diff.{csv,md,html}``) beside the records.
 """
 from __future__ import annotations
 
@@ -48,22 +48,22 @@ class DumpedOnDevice(nn.Module):
             return self.model(x)
 
 
-def _report_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
-    run_dir = request.config.getoption("mlu_report")
-    name = re.sub(r"[^\w.-]", "_", request.node.name)
-    return Path(run_dir) / "dumps" / name if run_dir else tmp_path / "report"
+def _report_dir(run_dir: Path, request: pytest.FixtureRequest) -> Path:
+    """``dumps/<test name>`` in the run being built (swapped in with the records at the end)."""
+    return run_dir / "dumps" / re.sub(r"[^\w.-]", "_", request.node.name)
 
 
 @pytest.mark.parametrize("dtype", ("float32", "float16"))
-def test_dumped_network_is_unchanged_and_no_op_is_blamed(verify, request, tmp_path, dtype: str) -> None:
-    from mluverify.dump import dump_diff, load, write_reports
+def test_dumped_network_is_unchanged_and_no_op_is_blamed(verify, mlu_run_dir, request, tmp_path, dtype: str) -> None:
+    from mluverify.dump import dump_diff, load
+    from mluverify.report.dump_diff import write_dump_diff_pages
 
     torch.manual_seed(0)
     dump_dir = tmp_path / "dump"
     verify(DumpedOnDevice(SmallNet().eval(), dump_dir), torch.rand(2, 1, 16, 16), op="small_net_dumped",
            dtype=dtype, seed=0)
     diff = dump_diff(dump_dir, mode=request.node.callspec.params["mlu_target"].mode)
-    write_reports(diff, _report_dir(request, tmp_path))
+    write_dump_diff_pages(diff, _report_dir(mlu_run_dir, request))
     dumped_ops = set(load(dump_dir)["op"])
     assert {"aten::convolution", "aten::relu", "aten::addmm", "aten::_log_softmax"} <= dumped_ops, sorted(dumped_ops)
     assert diff.first_offender is None, f"the clean device broke {diff.metric} <= {diff.bound}: {diff.reproducer}"

@@ -9,16 +9,15 @@ listed, with a reason and an expiry date, in ``waivers.toml`` beside this file a
 """
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-from mluverify import matches_case_id
+from mluverify.core.expectations import load_waivers, waiver_for
 
 # Claimed by the device without a kernel of their own: torch's generic implementations run them
-# on device memory (see mluverify.plugins.mlu_cnnl_kernels).
+# on device memory (see mluverify.device.builtin_kernels).
 GENERIC_OPS = ("view", "reshape", "permute", "transpose", "flatten", "contiguous", "expand", "split", "chunk")
 WAIVERS_FILE = Path(__file__).with_name("waivers.toml")
 
@@ -29,25 +28,20 @@ def _claimed_ops() -> list[str]:
     return [*md.kernel_registry().op_names(), *GENERIC_OPS]
 
 
-def _opinfo_source() -> Any:
-    from mluverify.core.plugin_manager import get_plugin_manager
+def _opinfo_source(config: pytest.Config) -> Any:
+    """The OpInfo case source among this run's (``mluverify_case_sources``)."""
+    from mluverify.pytest_plugin.plugin import plugin_manager
 
-    sources = [s for answer in get_plugin_manager().hook.mluverify_case_sources() for s in answer]
+    sources = [s for answer in plugin_manager(config).hook.mluverify_case_sources() for s in answer]
     return next(s for s in sources if s.name == "opinfo")
 
 
-def _waivers() -> dict[str, dict]:
-    """Case-name glob -> {reason, until}, from waivers.toml (``[waivers."<glob>"]`` tables)."""
-    with WAIVERS_FILE.open("rb") as f:
-        return tomllib.load(f).get("waivers", {})
-
-
-def _params() -> list:
-    waivers = _waivers()
+def _params(config: pytest.Config) -> list:
+    waivers = load_waivers(WAIVERS_FILE)
     params = []
-    for case in _opinfo_source().cases(_claimed_ops()):
-        marks = [pytest.mark.mlu_waiver(w["reason"], w["until"])
-                 for pattern, w in waivers.items() if matches_case_id(pattern, case.case_name)][:1]
+    for case in _opinfo_source(config).cases(_claimed_ops()):
+        waiver = waiver_for(case.case_name, waivers)
+        marks = [] if waiver is None else [pytest.mark.mlu_waiver(waiver.reason, waiver.until, waiver.max)]
         params.append(pytest.param(case, id=case.case_name, marks=marks))
     return params
 
@@ -73,7 +67,13 @@ def _tensor_call(fn: Callable, input: Any, args: tuple, kwargs: dict) -> tuple[C
     return call, [leaves[i] for i in positions]
 
 
-@pytest.mark.parametrize("case", _params())
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # A parametrize mark, as a decorator would add: pytest applies marks after the plugins'
+    # parametrization, so case ids keep the target first (test_opinfo_sample[mlu:cnnl-...-abs-0]).
+    if metafunc.definition.name == "test_opinfo_sample":
+        metafunc.definition.add_marker(pytest.mark.parametrize("case", _params(metafunc.config)))
+
+
 def test_opinfo_sample(verify, case) -> None:
     import torch
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, strategies as st
 
-from mluverify.strategies import DISTRIBUTIONS, NONFINITE, broadcastable_shapes, shapes, tensors
+from mluverify.strategies import DISTRIBUTIONS, NONFINITE, broadcastable_shapes, shapes, search_score, tensors
 
 
 class Unary(NamedTuple):
@@ -108,7 +108,7 @@ def _domain(low: float | None, high: float | None, dtype: str, half_limit: float
 
 
 def _label(op: str, dtype: str) -> str:
-    return f"rel_mse:{op}:{dtype}"
+    return f"raw_rel_mse:{op}:{dtype}"
 
 
 @pytest.mark.parametrize("op", UNARY, ids=[op.name for op in UNARY])
@@ -118,7 +118,7 @@ def test_unary(verify, op: Unary, dtype: str, data) -> None:
     distributions = (*DISTRIBUTIONS, NONFINITE) if op.nonfinite else DISTRIBUTIONS
     x = data.draw(tensors(shapes(), distributions=distributions, low=low, high=high, grid=dtype), label="x")
     verdict = verify(op.fn, x, op=op.name, dtype=dtype)
-    hypothesis.target(verdict.value, label=_label(op.name, dtype))
+    hypothesis.target(search_score(verdict.diagnostics, verdict.value), label=_label(op.name, dtype))
 
 
 @pytest.mark.parametrize("op", BINARY, ids=[op.name for op in BINARY])
@@ -133,7 +133,7 @@ def test_binary_broadcast(verify, op: Binary, dtype: str, data) -> None:
     other_low, other_high = _domain(op.other_low, None, dtype, op.half_limit)
     y = data.draw(tensors(other_shape, low=other_low, high=other_high, grid=dtype), label="y")
     verdict = verify(op.fn, x, y, op=op.name, dtype=dtype)
-    hypothesis.target(verdict.value, label=_label(op.name, dtype))
+    hypothesis.target(search_score(verdict.diagnostics, verdict.value), label=_label(op.name, dtype))
 
 
 @pytest.mark.parametrize("name, fn", SCALAR, ids=[name for name, _ in SCALAR])
@@ -141,4 +141,4 @@ def test_binary_broadcast(verify, op: Binary, dtype: str, data) -> None:
 def test_with_scalar(verify, name: str, fn: Callable, dtype: str, data) -> None:
     x = data.draw(tensors(shapes(), low=-1e4, high=1e4, grid=dtype), label="x")
     verdict = verify(fn, x, op=name, dtype=dtype)
-    hypothesis.target(verdict.value, label=_label(name, dtype))
+    hypothesis.target(search_score(verdict.diagnostics, verdict.value), label=_label(name, dtype))

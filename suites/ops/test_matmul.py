@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, strategies as st
 
-from mluverify.strategies import tensors
+from mluverify.strategies import search_score, tensors
 
 HALF_INPUT_LIMIT = 30.0  # float16: |operand| bound so sums of up to 33 products fit
 QUANT_DISTRIBUTIONS = ("normal", "wide_uniform")  # per-tensor int8 on outliers exceeds 2 % by design
@@ -54,7 +54,7 @@ def _product_case(verify, op: Product, dtype: str, data, distributions: tuple[st
                                   grid=dtype), label="operand")
                 for shape in op.operand_shapes(m, k, n, batch)]
     verdict = verify(op.fn, *operands, op=op.name, dtype=dtype)
-    hypothesis.target(verdict.value, label=f"rel_mse:{op.name}:{dtype}")
+    hypothesis.target(search_score(verdict.diagnostics, verdict.value), label=f"raw_rel_mse:{op.name}:{dtype}")
 
 
 @pytest.mark.parametrize("op", PRODUCTS, ids=[op.name for op in PRODUCTS])
@@ -81,4 +81,4 @@ def test_quantized_linear(verify, bias: bool, quant: str, dtype: str, data) -> N
     x = data.draw(tensors((data.draw(st.integers(1, 8), label="rows"), k), distributions=QUANT_DISTRIBUTIONS,
                           grid=dtype), label="x")
     verdict = verify(linear, x, op="linear", dtype=dtype, quant=quant)
-    hypothesis.target(verdict.value, label=f"rel_mse:linear:{quant}:{dtype}")
+    hypothesis.target(search_score(verdict.diagnostics, verdict.value), label=f"raw_rel_mse:linear:{quant}:{dtype}")

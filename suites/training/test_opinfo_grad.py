@@ -16,10 +16,11 @@ from training_waivers import waiver_marks
 SAMPLES_PER_ENTRY = 2  # the default selection stays cheap (make verify: 10 minutes on 2 cores)
 
 
-def _opinfo_source() -> Any:
-    from mluverify.core.plugin_manager import get_plugin_manager
+def _opinfo_source(config: pytest.Config) -> Any:
+    """The OpInfo case source among this run's (``mluverify_case_sources``)."""
+    from mluverify.pytest_plugin.plugin import plugin_manager
 
-    answers = get_plugin_manager().hook.mluverify_case_sources()
+    answers = plugin_manager(config).hook.mluverify_case_sources()
     return next(source for answer in answers for source in answer if source.name == "opinfo")
 
 
@@ -39,8 +40,8 @@ def _samples(info, seed: int) -> list:
     return list(enumerate(samples))[::-(-len(samples) // SAMPLES_PER_ENTRY)] if samples else []
 
 
-def _params() -> list:
-    source = _opinfo_source()
+def _params(config: pytest.Config) -> list:
+    source = _opinfo_source(config)
     params = []
     for info in source.entries(_device_ops()):
         if not info.supports_autograd:
@@ -58,8 +59,14 @@ def _params() -> list:
     return params
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # A parametrize mark, as a decorator would add: pytest applies marks after the plugins'
+    # parametrization, so case ids keep the target first (test_opinfo_gradient[mlu:cnnl-...-sum-0]).
+    if metafunc.definition.name == "test_opinfo_gradient":
+        metafunc.definition.add_marker(pytest.mark.parametrize("fn, name, sample", _params(metafunc.config)))
+
+
 @pytest.mark.mlu_targets("mlu:cnnl")
-@pytest.mark.parametrize("fn, name, sample", _params())
 def test_opinfo_gradient(verify, fn: Callable, name: str, sample: Any) -> None:
     import torch
 

@@ -6,28 +6,26 @@ that raises in the device itself: there is no verdict to waive, it is skipped wi
 """
 from __future__ import annotations
 
-import tomllib
 from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
-from mluverify import matches_case_id
+from mluverify.core.expectations import Waiver, load_waivers, waiver_for
 
 WAIVERS_FILE = Path(__file__).with_name("waivers.toml")
 
 
 @lru_cache(maxsize=1)
-def _waivers() -> dict[str, dict]:
-    with WAIVERS_FILE.open("rb") as f:
-        return tomllib.load(f).get("waivers", {})
+def _waivers() -> dict[str, Waiver]:
+    return load_waivers(WAIVERS_FILE, skippable=True)
 
 
 def waiver_marks(case: str) -> list:
     """The first matching waiver of ``case`` as an ``mlu_waiver`` mark (or a skip), else none."""
-    for pattern, waiver in _waivers().items():
-        if matches_case_id(pattern, case):
-            if waiver.get("skip"):
-                return [pytest.mark.skip(reason=f"{waiver['reason']} (until {waiver['until']})")]
-            return [pytest.mark.mlu_waiver(waiver["reason"], waiver["until"])]
-    return []
+    waiver = waiver_for(case, _waivers())
+    if waiver is None:
+        return []
+    if waiver.skip:
+        return [pytest.mark.skip(reason=f"{waiver.reason} (until {waiver.until})")]
+    return [pytest.mark.mlu_waiver(waiver.reason, waiver.until, waiver.max)]

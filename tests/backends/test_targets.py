@@ -7,7 +7,7 @@ import torch
 
 from mluverify.core.backends import BackendRegistry
 from mluverify.core.case import Case, Target
-from mluverify.core.plugin_manager import call_hook, get_plugin_manager
+from mluverify.core.plugin_manager import call_hook, new_plugin_manager
 from mluverify.plugins.inductor_backend import cpp_compiler_missing
 from mluverify.plugins.torch_devices import TorchDeviceBackend, cuda_fp32_precision
 
@@ -18,7 +18,7 @@ no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the skips 
 @pytest.fixture(scope="module")
 def registry() -> BackendRegistry:
     registry = BackendRegistry()
-    call_hook(get_plugin_manager(), "mluverify_add_backends", registry=registry)
+    call_hook(new_plugin_manager(), "mluverify_add_backends", registry=registry)
     return registry
 
 

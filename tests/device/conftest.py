@@ -25,11 +25,10 @@ def seeded():
 @pytest.fixture
 def kernel_override():
     """``install(op_name, fn)`` registers ``fn`` as the MLU kernel of ``op_name`` for one test,
-    through a plugin, as a third party would; the built-in kernels are back afterwards."""
+    through a plugin of the test's own run, as a third party would; the run ends with the test
+    and the built-in kernels are back."""
     from mluverify import hookimpl
-    from mluverify.core.plugin_manager import get_plugin_manager
-
-    plugins = []
+    from mluverify.core.plugin_manager import configured_plugin_manager, register
 
     def install(op_name, fn):
         class Override:
@@ -37,11 +36,7 @@ def kernel_override():
             def mluverify_device_kernels(self, registry):
                 registry.register(op_name, fn)
 
-        plugins.append(Override())
-        get_plugin_manager().register(plugins[-1])
-        mluverify.device.reload_kernels()
+        register(pm, Override())  # a plugin registered during the run reaches the device at once
 
-    yield install
-    for plugin in plugins:
-        get_plugin_manager().unregister(plugin)
-    mluverify.device.reload_kernels()
+    with configured_plugin_manager(entry_points=False) as pm:
+        yield install

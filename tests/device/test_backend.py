@@ -9,13 +9,13 @@ import torch
 
 from mluverify.core.backends import BackendRegistry
 from mluverify.core.case import Case, Target
-from mluverify.core.plugin_manager import call_hook, get_plugin_manager
+from mluverify.core.plugin_manager import call_hook, new_plugin_manager
 
 
 @pytest.fixture
 def backend():
     registry = BackendRegistry()
-    call_hook(get_plugin_manager(), "mluverify_add_backends", registry=registry)
+    call_hook(new_plugin_manager(), "mluverify_add_backends", registry=registry)
     _, found = registry.resolve("mlu:cnnl")
     return found
 
@@ -68,7 +68,8 @@ def test_a_new_mode_is_one_runner(backend):
 
 def test_importing_mluverify_imports_neither_torch_nor_the_device():
     code = ("import sys, mluverify, mluverify.compat, mluverify.plugins.mlu_backend, "
-            "mluverify.plugins.mlu_cnnl_kernels, mluverify.cli.exec;"
+            "mluverify.plugins.mlu_device, mluverify.cli.exec, mluverify.core.plugin_manager as p;"
+            "p.unconfigure(p.new_plugin_manager(entry_points=False));"
             "print(sorted(m for m in ('torch', 'mluverify.device._backend') if m in sys.modules))")
     import os
     from pathlib import Path

@@ -8,7 +8,7 @@ import mluverify.device as md
 from mluverify import hookimpl
 from mluverify.device.kernels import KernelRegistry
 from mluverify.errors import InvalidArgument
-from mluverify.core.plugin_manager import get_plugin_manager
+from mluverify.core.plugin_manager import configured_plugin_manager
 
 
 class _DoublingRelu:
@@ -27,14 +27,16 @@ class _DoublingRelu:
 
 
 @pytest.fixture
-def plugin():
+def run_with_plugin():
+    """A run whose plugin manager holds the plugin, handed to the device for the test."""
     plugin = _DoublingRelu()
-    pm = get_plugin_manager()
-    pm.register(plugin)
-    md.reload_kernels()
-    yield plugin
-    pm.unregister(plugin)
-    md.reload_kernels()
+    with configured_plugin_manager([plugin], entry_points=False) as pm:
+        yield pm, plugin
+
+
+@pytest.fixture
+def plugin(run_with_plugin):
+    return run_with_plugin[1]
 
 
 def test_third_party_kernel_overrides_builtin_and_gets_cpu_aliases(plugin):
@@ -44,14 +46,20 @@ def test_third_party_kernel_overrides_builtin_and_gets_cpu_aliases(plugin):
     assert plugin.seen == [("cpu", torch.Size([2]))]
 
 
-def test_builtin_kernel_is_back_after_the_plugin_leaves(plugin):
-    get_plugin_manager().unregister(plugin)
+def test_builtin_kernel_is_back_after_the_plugin_leaves(run_with_plugin):
+    pm, plugin = run_with_plugin
+    pm.unregister(plugin)
     md.reload_kernels()
     assert torch.equal(torch.relu(torch.tensor([-1.0, 2.0]).to("mlu")).cpu(), torch.tensor([0.0, 2.0]))
-    get_plugin_manager().register(plugin)  # the fixture unregisters it again
 
 
-def test_builtin_set_comes_through_the_hook():
+def test_builtin_kernel_is_back_after_the_run_ends():
+    with configured_plugin_manager([_DoublingRelu()], entry_points=False):
+        assert torch.equal(torch.relu(torch.tensor([-1.0, 2.0]).to("mlu")).cpu(), torch.tensor([0.0, 4.0]))
+    assert torch.equal(torch.relu(torch.tensor([-1.0, 2.0]).to("mlu")).cpu(), torch.tensor([0.0, 2.0]))
+
+
+def test_builtin_set_is_installed_by_the_device_itself():
     registry = md.kernel_registry()
     for op in ("aten::convolution_overrideable", "aten::addmm", "aten::add.Tensor", "aten::_softmax",
                "aten::native_layer_norm", "aten::max_pool2d_with_indices", "aten::index_select"):
@@ -104,18 +112,12 @@ class _ScaledOnDevice:
 
 
 def test_custom_op_in_its_own_namespace_gets_its_device_kernel():
-    plugin = _ScaledOnDevice()
-    get_plugin_manager().register(plugin)
-    md.reload_kernels()
-    try:
+    with configured_plugin_manager([_ScaledOnDevice()], entry_points=False):
         x = torch.ones(2)
         with md.track_fallbacks() as fb:
             got = torch.ops.mluverify_test.scaled(x.to("mlu"))
         assert fb.ops == () and torch.equal(got.cpu(), x * 3)
         assert torch.equal(torch.ops.mluverify_test.scaled(x), x * 2)
-    finally:
-        get_plugin_manager().unregister(plugin)
-        md.reload_kernels()
     with md.track_fallbacks() as fb:
         got = torch.ops.mluverify_test.scaled(torch.ones(2).to("mlu"))
     assert fb.ops == ("mluverify_test::scaled",) and torch.equal(got.cpu(), torch.full((2,), 2.0))

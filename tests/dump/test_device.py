@@ -43,14 +43,10 @@ class WrongAddKernel:
 
 @pytest.fixture
 def wrong_add():
-    from mluverify.core.plugin_manager import get_plugin_manager
+    from mluverify.core.plugin_manager import configured_plugin_manager
 
-    plugin = WrongAddKernel()
-    get_plugin_manager().register(plugin)
-    md.reload_kernels()
-    yield
-    get_plugin_manager().unregister(plugin)
-    md.reload_kernels()
+    with configured_plugin_manager([WrongAddKernel()], entry_points=False):
+        yield
 
 
 def test_planted_wrong_kernel_is_the_first_offender(tmp_path, wrong_add):

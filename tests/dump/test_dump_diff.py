@@ -9,8 +9,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mluverify.cli import main
-from mluverify.dump import Dumper, dump_diff, write_reports
-from mluverify.dump._diff import headline
+from mluverify.dump import Dumper, dump_diff
+from mluverify.report.dump_diff import headline, write_dump_diff_pages
 from mluverify.errors import RecordsError
 
 
@@ -73,7 +73,7 @@ def test_clean_run_blames_nothing(tmp_path):
 
 
 def test_reports_put_the_offender_first(planted_dump, tmp_path):
-    csv_path, md_path, html_path = write_reports(dump_diff(planted_dump), tmp_path / "out")
+    csv_path, md_path, html_path = write_dump_diff_pages(dump_diff(planted_dump), tmp_path / "out")
     markdown = md_path.read_text()
     assert markdown.splitlines()[2].startswith("first offender: 3_add (aten::add.Tensor)")
     assert "first offender: 3_add" in html_path.read_text()

@@ -113,9 +113,9 @@ def test_public_api():
     import mluverify.dump
 
     assert sorted(mluverify.dump.__all__) == [
-        "Capture", "CasesMeta", "DumpDiff", "DumpSettings", "Dumper", "Replay", "ReplayCase",
-        "capture", "dump_case", "dump_diff", "load", "load_values", "read_cases",
-        "read_replay_cases", "write_reports"]
+        "Capture", "CaseError", "CasesMeta", "DumpDiff", "DumpSettings", "Dumper", "EXIT_STATUS", "HARNESS_OPS",
+        "Replay", "ReplayCase", "capture", "dump_case", "dump_diff", "load", "load_values", "read_cases",
+        "read_replay_cases", "shown_table"]
     assert all(hasattr(mluverify.dump, name) for name in mluverify.dump.__all__)
     assert all(getattr(mluverify.dump, name).__doc__ for name in mluverify.dump.__all__)
 

@@ -55,3 +55,58 @@ def test_case_id_globs_take_brackets_literally():
     assert matches_case_id("*[mlu:cnml-float1?]", case)
     assert not matches_case_id("*[mlu:cnnl-*]", case)
     assert not matches_case_id("suites/ops/test_pool.py::test_avg_pool", case)  # the whole id
+
+
+def test_a_waiver_file_is_read_with_the_same_entry_format(tmp_path):
+    from mluverify.core.expectations import load_waivers, waiver_for
+
+    path = tmp_path / "waivers.toml"
+    path.write_text("""
+[waivers]
+"pow-*-float16" = { reason = "beyond float16's range", until = "2027-06-30" }
+"conv-*" = { reason = "known", until = 2027-01-31, max = 0.04 }
+""")
+    waivers = load_waivers(path)
+    assert waiver_for("pow-4-float16", waivers).until == dt.date(2027, 6, 30)
+    assert waiver_for("conv-3", waivers).max == 0.04
+    assert waiver_for("add-0", waivers) is None
+    assert load_waivers(tmp_path / "absent.toml") == {}
+
+
+@pytest.mark.parametrize("entry, culprit", [
+    ('{ reason = "r" }', "needs 'reason' and 'until'"),
+    ('{ reason = "r", until = "soon" }', "until='soon' is not a date"),
+    ('{ reason = "", until = "2027-01-01" }', "non-empty reason"),
+    ('{ reason = "r", until = "2027-01-01", max = -1 }', "max=-1 must be a number >= 0"),
+    ('{ reason = "r", until = "2027-01-01", skip = true }', "needs 'reason' and 'until'"),  # not skippable
+])
+def test_waiver_file_errors_name_the_file_and_the_entry(tmp_path, entry, culprit):
+    from mluverify.core.expectations import load_waivers
+
+    path = tmp_path / "waivers.toml"
+    path.write_text(f'[waivers]\n"pow-4" = {entry}\n')
+    with pytest.raises(ConfigError, match=culprit) as raised:
+        load_waivers(path)
+    assert str(path) in str(raised.value) and "waiver 'pow-4'" in str(raised.value)
+
+
+def test_a_skippable_waiver_file_marks_cases_to_skip(tmp_path):
+    from mluverify.core.expectations import load_waivers
+
+    path = tmp_path / "waivers.toml"
+    path.write_text('[waivers]\n"a" = { reason = "raises", until = "2027-01-01", skip = true }\n'
+                    '"b" = { reason = "off", until = "2027-01-01" }\n')
+    waivers = load_waivers(path, skippable=True)
+    assert waivers["a"].skip and not waivers["b"].skip
+    path.write_text('[waivers]\n"a" = { reason = "raises", until = "2027-01-01", skip = "yes" }\n')
+    with pytest.raises(ConfigError, match="waiver 'a': skip='yes' must be true or false"):
+        load_waivers(path, skippable=True)
+
+
+def test_an_invalid_waiver_file_is_named(tmp_path):
+    from mluverify.core.expectations import load_waivers
+
+    path = tmp_path / "waivers.toml"
+    path.write_text("[waivers\n")
+    with pytest.raises(ConfigError, match="waivers.toml is not valid TOML"):
+        load_waivers(path)

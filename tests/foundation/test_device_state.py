@@ -12,7 +12,7 @@ import torch
 
 import mluverify.device as md
 from mluverify import hookimpl
-from mluverify.core.plugin_manager import get_plugin_manager
+from mluverify.core.plugin_manager import configured_plugin_manager, register
 
 
 @pytest.fixture
@@ -100,13 +100,15 @@ class _DoublingRelu:
 
 def test_a_kernel_plugin_registered_late_takes_effect_without_a_reload():
     x = torch.tensor([-1.0, 2.0])
-    plugin = _DoublingRelu()
-    get_plugin_manager().register(plugin)
-    try:
+    with configured_plugin_manager(entry_points=False) as pm:
+        assert torch.equal(torch.relu(x.to("mlu")).cpu(), torch.tensor([0.0, 2.0]))
+        plugin = _DoublingRelu()
+        register(pm, plugin)
         assert torch.equal(torch.relu(x.to("mlu")).cpu(), torch.tensor([0.0, 4.0]))
-    finally:
-        get_plugin_manager().unregister(plugin)
+        pm.unregister(plugin)
         md.reload_kernels()  # drops the kernels of the plugin that left
+        assert torch.equal(torch.relu(x.to("mlu")).cpu(), torch.tensor([0.0, 2.0]))
+        register(pm, plugin)
     assert torch.equal(torch.relu(x.to("mlu")).cpu(), torch.tensor([0.0, 2.0]))
 
 

@@ -2,6 +2,7 @@
 file-size limit, RLIMIT_FSIZE), read-only report and dump directories, two runs into one
 directory at once. No record is lost, no report is left half-written, every message is clear."""
 import contextlib
+import json
 import os
 import resource
 import signal
@@ -97,8 +98,24 @@ def test_sigkill_mid_run_keeps_the_previous_run_and_every_record(previous):
     kept = next(pytester.path.glob("run.interrupted-*"))
     result.stdout.fnmatch_lines([f"*an interrupted run's records were kept in {kept}*"])
     assert len(records(pytester.path / "run.prev")) == 6 and len(records(run)) == 6
-    assert cli(pytester, "report", str(kept)).ret == 0
+    # reported, the killed run says it is incomplete everywhere and claims no pass
+    reported = cli(pytester, "report", str(kept))
+    assert reported.ret == 1
+    reported.stdout.fnmatch_lines(["mluverify: incomplete: 3 of 6 tests (killed: *); no recorded comparison failed;*"])
     assert sorted(records(kept)["seed"]) == [0, 1, 2]
+    assert_reported_incomplete(kept, "incomplete: 3 of 6 tests (killed")
+    assert "finished" not in json.loads((kept / "run.json").read_text())  # no made-up end
+    assert cli(pytester, "report", str(kept), "--allow-incomplete").ret == 0
+
+
+def assert_reported_incomplete(run, headline):
+    """run.json, summary.md and report.html all say the run is incomplete; none says it passed."""
+    metadata = json.loads((run / "run.json").read_text())
+    assert metadata["complete"] is False
+    summary, page = (run / "summary.md").read_text(), (run / "report.html").read_text()
+    assert headline in summary and headline in page
+    assert "all comparisons passed" not in summary + page
+    assert '<div class="mv-banner warn" id="banner">' in page or '<div class="mv-banner bad" id="banner">' in page
 
 
 def test_sigint_mid_run_reports_what_ran_and_is_no_baseline(previous):
@@ -111,9 +128,84 @@ def test_sigint_mid_run_reports_what_ran_and_is_no_baseline(previous):
     assert sorted(records(run)["seed"]) == [0, 1, 2]  # merged and reported
     assert (run / "report.html").exists() and not list(run.glob("*.tmp-*"))
     assert len(records(pytester.path / "run.prev")) == 6  # the previous run is kept
+    assert_reported_incomplete(run, "incomplete: 3 of 6 tests (interrupted")
     refused = cli(pytester, "baseline", "update", "--from", str(run), "--to", str(pytester.path / "base"))
     assert refused.ret == 2
-    refused.stderr.fnmatch_lines(["*is an interrupted run*--allow-failures*"])
+    refused.stderr.fnmatch_lines(["*is an incomplete: 3 of 6 tests (interrupted*--allow-incomplete*"])
+    taken = cli(pytester, "baseline", "update", "--from", str(run), "--to", str(pytester.path / "base"),
+                "--allow-incomplete")
+    assert taken.ret == 0
+
+
+def test_an_interrupted_gated_run_fails_its_gate_and_says_why(previous):
+    pytester = previous
+    with blocked_run(pytester, 2, "--mlu-gate") as process:
+        process.send_signal(signal.SIGINT)
+        output = process.communicate(timeout=WAIT_S)[0]
+    assert "gate: FAILED" in output and "incomplete run" in output, output
+    gate = (pytester.path / "run" / "gate.md").read_text()
+    assert gate.startswith("# mluverify gate: FAILED") and "incomplete: 2 of 6 tests (interrupted" in gate
+
+
+def test_a_run_stopped_by_x_is_incomplete(pytester):
+    pytester.makepyfile(test_stops="""
+import torch
+
+def test_a_fails_first(verify):
+    verify(torch.add, torch.ones(4), torch.ones(4), op="add")
+    assert False
+
+def test_b(verify):
+    verify(torch.add, torch.ones(4), torch.ones(4), op="add")
+
+def test_c(verify):
+    verify(torch.add, torch.ones(4), torch.ones(4), op="add")
+""")
+    result = pytester.run(*pytest_argv(pytester, "-x"))
+    assert result.ret == 1
+    metadata = json.loads((pytester.path / "run" / "run.json").read_text())
+    assert (metadata["complete"], metadata["tests_run"], metadata["tests_collected"]) == (False, 1, 3)
+    result.stdout.fnmatch_lines(["mluverify: incomplete: 1 of 3 tests (stopped early*"])
+
+
+@pytest.mark.slow
+def test_sigkill_at_random_points_keeps_every_written_record_and_never_reads_as_passed(pytester):
+    """20 runs killed at a random moment: each record the run wrote before the kill (flushed
+    line by line: the shard is opened unbuffered and each record is one write) is kept; the
+    killed run is set aside by the next one, reported incomplete, and the next run is not
+    blocked."""
+    import random
+
+    pytester.makepyfile(test_add=SUITE.format(count=40).replace(
+        '    verify(torch.add', '    outcome = verify(torch.add').replace(
+        'op="add", seed=n)', 'op="add", seed=n)\n    with open(os.environ["WRITTEN"], "a") as log:\n'
+                             '        log.write(f"{n}\\n")'))
+    written_log = pytester.path / "written.log"
+    env = dict(os.environ, WRITTEN=str(written_log))
+    chance = random.Random(20261126)
+    kept_total = written_total = 0
+    for attempt in range(20):
+        written_log.write_text("")
+        process = subprocess.Popen(pytest_argv(pytester), cwd=pytester.path, env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(chance.uniform(1.0, 4.0))
+        process.kill()
+        process.wait(WAIT_S)
+        written = {int(line) for line in written_log.read_text().split()}
+        staging = pytester.path / "run.running"
+        kept = {json.loads(line)["seed"] for path in (staging / "shards").glob("*.jsonl")
+                for line in path.read_text().splitlines()} if staging.exists() else set()
+        assert written <= kept, f"attempt {attempt}: records written before the kill were lost"
+        kept_total, written_total = kept_total + len(kept), written_total + len(written)
+        if kept:
+            assert json.loads((staging / "run.json").read_text())["complete"] is False
+            reported = cli(pytester, "report", str(staging))
+            assert reported.ret == 1
+            reported.stdout.fnmatch_lines(["mluverify: incomplete: * of 40 tests (killed*"])
+    print(f"SIGKILL loop: {kept_total} records kept, {written_total} confirmed written before the kill")
+    assert written_total > 0
+    result = pytester.run(*pytest_argv(pytester))  # not blocked by any of them
+    assert result.ret == 0 and len(records(pytester.path / "run")) == 40
 
 
 def limit_file_size(limit):

@@ -13,16 +13,17 @@ from pathlib import Path
 from mluverify.core.case import Case, Target
 from mluverify.core.config import Settings
 from mluverify.core.plugin_manager import new_plugin_manager
-from mluverify.core.pipeline import Session
+from mluverify.core.pipeline import Pipeline
+from mluverify.report.records import ShardWriter
 
 pm = new_plugin_manager()
-session = Session(pm, Settings(), Path(sys.argv[1]))
+pipeline = Pipeline(pm, Settings(), Path(sys.argv[1]), ShardWriter)
 case = Case("example::case", "example_noisy_op", Target("halfcpu", "eager"))
 torch.manual_seed(0)
-outcome = session.verify(torch.tanh, (torch.randn(1000),), {}, case)
-session.close()
+outcome = pipeline.verify(torch.tanh, (torch.randn(1000),), {}, case)
+pipeline.close()
 print(json.dumps({"plugins": [name for name, _ in pm.list_name_plugin()],
-                  "record": outcome.record}, default=str))
+                  "record": outcome.record.as_row()}, default=str))
 """
 
 

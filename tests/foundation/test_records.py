@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from mluverify.errors import RecordsError
-from mluverify.report import records
+from mluverify.report import merging, records
 
 
 def a_record(i, **overrides):
@@ -40,7 +40,7 @@ def test_merge_writes_every_record_of_every_shard_once(tmp_path):
         for i in ids:
             writer.write(a_record(i))
         writer.close()
-    path = records.merge(tmp_path)
+    path = merging.merge(tmp_path)
     table = pq.read_table(path)
     assert table.num_rows == 12
     assert sorted(table.column("seed").to_pylist()) == list(range(12))
@@ -53,11 +53,11 @@ def test_merging_again_appends_later_shards_to_the_merged_records(tmp_path):
     writer = records.ShardWriter(tmp_path)
     writer.write(a_record(1))
     writer.close()
-    records.merge(tmp_path)
+    merging.merge(tmp_path)
     writer = records.ShardWriter(tmp_path)
     writer.write(a_record(2))
     writer.close()
-    assert pq.read_table(records.merge(tmp_path)).num_rows == 2
+    assert pq.read_table(merging.merge(tmp_path)).num_rows == 2
 
 
 def test_run_metadata_travels_in_the_parquet_schema(tmp_path):
@@ -65,7 +65,7 @@ def test_run_metadata_travels_in_the_parquet_schema(tmp_path):
     writer = records.ShardWriter(tmp_path)
     writer.write(a_record(1))
     writer.close()
-    meta = json.loads(pq.read_schema(records.merge(tmp_path)).metadata[b"mluverify"])
+    meta = json.loads(pq.read_schema(merging.merge(tmp_path)).metadata[b"mluverify"])
     assert meta["run_id"] == "r1" and meta["schema_version"] == records.SCHEMA_VERSION
     assert meta["torch_version"].startswith("2.")
 
@@ -79,5 +79,43 @@ def test_unknown_columns_and_unwritable_dirs_are_named(tmp_path):
     with pytest.raises(RecordsError, match="cannot write records"):
         records.ShardWriter(blocker / "run")
     with pytest.raises(RecordsError, match="does not exist"):
-        records.merge(tmp_path / "nowhere")
+        merging.merge(tmp_path / "nowhere")
 
+
+
+def test_the_typed_record_has_the_columns_of_the_committed_baseline():
+    """The baseline in reports/baseline was written before the record was typed: its schema
+    is the column list (names, order, types) the record's fields must keep."""
+    from dataclasses import fields
+    from pathlib import Path
+
+    from mluverify.core.record import Record
+
+    baseline = Path(__file__).parents[2] / "reports" / "baseline" / "records.parquet"
+    written = pq.read_schema(baseline).remove_metadata()
+    assert [column.name for column in fields(Record)] == written.names
+    assert records.arrow_schema().equals(written)
+
+
+def test_a_record_round_trips_through_the_shard_writer(tmp_path):
+    import numpy as np
+
+    from mluverify.core.backends import Execution
+    from mluverify.core.case import Case, Target
+    from mluverify.core.record import make_record
+    from mluverify.judge import compare
+
+    expected = np.linspace(1, 2, 16, dtype=np.float32)
+    actual = expected * np.float32(1.001)
+    case = Case("t.py::test_add[mlu:cnnl]", "add", Target("mlu", "cnnl"), suite="ops", seed=3, shape="16")
+    execution = Execution(actual, fallback_ops=("aten::erf",), info={"device_impl": "emulator", "core_number": 4})
+    record = make_record("r1", case, compare(actual, expected), execution, 0.25, status="passed")
+    writer = records.ShardWriter(tmp_path)
+    writer.write(record)
+    writer.close()
+    (row,) = records.read_shards(tmp_path).to_pylist()
+    assert row == record.as_row()
+    assert (row["case_id"], row["target"], row["fallback_ops"], row["device_impl"], row["core_number"]) == \
+        (case.case_id, "mlu:cnnl", "aten::erf", "emulator", 4)
+    # rel_mse = sqrt(sum((a-e)^2) / sum(e^2)) = 0.001 for a uniform 0.1 % error
+    assert (row["metric"], row["value"], row["passed"]) == ("rel_mse", pytest.approx(1e-3, rel=1e-3), True)

@@ -11,7 +11,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import mluverify.device as md
 import numerics_reference as ref
 from fusion_models import make_test_model
 from mluverify import hookimpl
@@ -19,7 +18,7 @@ from mluverify.judge import compare
 from mluverify.device import mlu_model
 from mluverify.device.fusion import fuse, fusion_summary
 from mluverify.device.numerics import numerics_settings, round_mantissa
-from mluverify.core.plugin_manager import get_plugin_manager
+from mluverify.core.plugin_manager import configured_plugin_manager
 
 
 @pytest.fixture
@@ -83,17 +82,11 @@ def test_a_plugins_kernel_reaches_fused_groups(mode, fused_factor, layer_factor)
     result only, a ``cnnl`` one (the default mode) both, as the planted-bug check relies on."""
     model = nn.Sequential(nn.Linear(6, 5), nn.ReLU()).eval()
     x = torch.randn(4, 6, generator=torch.Generator().manual_seed(3))
-    plugin = _PlantedFusedRelu(mode)
-    get_plugin_manager().register(plugin)
-    md.reload_kernels()
-    try:
-        with numerics_settings(matmul_precision="float"), torch.no_grad():
-            on_mlu = copy.deepcopy(model).to("mlu")
-            fused = fuse(on_mlu, (x.to("mlu"),))(x.to("mlu")).cpu()
-            layer_by_layer = on_mlu(x.to("mlu")).cpu()
-    finally:
-        get_plugin_manager().unregister(plugin)
-        md.reload_kernels()
+    with configured_plugin_manager([_PlantedFusedRelu(mode)], entry_points=False), \
+            numerics_settings(matmul_precision="float"), torch.no_grad():
+        on_mlu = copy.deepcopy(model).to("mlu")
+        fused = fuse(on_mlu, (x.to("mlu"),))(x.to("mlu")).cpu()
+        layer_by_layer = on_mlu(x.to("mlu")).cpu()
     with torch.no_grad():
         expected = model(x)
     torch.testing.assert_close(fused, expected * fused_factor)

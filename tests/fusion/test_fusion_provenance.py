@@ -15,7 +15,7 @@ from mluverify.core.case import Case, Target
 from mluverify.judge import compare
 from mluverify.device import mlu_model, numerics
 from mluverify.device.fusion import fuse, fusion_summary
-from mluverify.core.plugin_manager import get_plugin_manager
+from mluverify.core.plugin_manager import configured_plugin_manager
 from mluverify.plugins.mlu_backend import MluBackend
 from transformer_models import AttentionBlock, seeded, suite_networks
 
@@ -195,11 +195,8 @@ class FusesTwice:
 
 @pytest.fixture
 def twice_fusible():
-    pm = get_plugin_manager()
-    plugin = FusesTwice()
-    pm.register(plugin)
-    yield
-    pm.unregister(plugin)
+    with configured_plugin_manager([FusesTwice()], entry_points=False):
+        yield
 
 
 def test_a_fused_program_failing_at_run_time_demotes_its_signature_to_layer_by_layer(twice_fusible):

@@ -60,7 +60,7 @@ def test_op_names_are_the_full_schema_names():
     assert normalize_op_name(" aten::relu.default ") == "aten::relu"
 
 
-def test_the_hook_supplies_the_seeds_ops_and_the_quantized_layers():
+def test_the_device_supplies_the_seeds_ops_and_the_quantized_layers():
     fusible = current_settings({}).fusible
     assert {"aten::convolution", "aten::conv2d", "aten::_native_batch_norm_legit_no_training",
             "aten::relu", "aten::add.Tensor", "aten::max_pool2d", "aten::transpose.int",
@@ -69,20 +69,15 @@ def test_the_hook_supplies_the_seeds_ops_and_the_quantized_layers():
 
 def test_a_plugin_widens_the_fusible_set(monkeypatch):
     from mluverify import hookimpl
-    from mluverify.core.plugin_manager import get_plugin_manager
+    from mluverify.core.plugin_manager import configured_plugin_manager
 
     class Widen:
         @hookimpl
         def mluverify_fusible_ops(self):
             return ["aten::cumsum"]
 
-    pm = get_plugin_manager()
-    plugin = Widen()
-    pm.register(plugin)
-    try:
+    with configured_plugin_manager([Widen()], entry_points=False):
         assert "aten::cumsum" in current_settings({}).fusible
-    finally:
-        pm.unregister(plugin)
     assert "aten::cumsum" not in current_settings({}).fusible
 
 

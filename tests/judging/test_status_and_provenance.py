@@ -76,13 +76,13 @@ def test_a_failed_comparison_records_its_worst_elements():
 
     from mluverify.core.backends import Execution
     from mluverify.judge import compare
-    from mluverify.core.pipeline import make_record
+    from mluverify.core.record import make_record
 
     expected = np.ones(4, dtype=np.float32)
     actual = expected.copy()
     actual[2] = 1.5  # rel_mse 0.25 > 0.003
     verdict = compare(actual, expected)
     record = make_record("r", case("add"), verdict, Execution(actual), 0.0, status="failed")
-    assert record["worst"].startswith("(2,): 1.5 vs 1; ")
+    assert record.worst.startswith("(2,): 1.5 vs 1; ")
     assert make_record("r", case("add"), compare(expected, expected), Execution(expected), 0.0,
-                       status="passed")["worst"] == ""
+                       status="passed").worst == ""

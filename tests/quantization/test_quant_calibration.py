@@ -8,7 +8,7 @@ import torch.nn as nn
 from mluverify import hookimpl
 from mluverify.device.quantization import (
     MLUConv1d, MLUConv2d, MLUConv3d, MLULinear, quantize_dynamic_mlu, quantize_for_target)
-from mluverify.core.plugin_manager import get_plugin_manager
+from mluverify.core.plugin_manager import configured_plugin_manager
 
 
 class IConv(nn.Conv2d):
@@ -76,12 +76,9 @@ class LinearPlugin:
 
 
 def test_a_plugin_mapping_overrides_the_built_in_one():
-    plugins, plugin = get_plugin_manager(), LinearPlugin()
-    plugins.register(plugin)
-    try:
+    with configured_plugin_manager([LinearPlugin()], entry_points=False):
         qnet = quantize_dynamic_mlu(_net())
-    finally:
-        plugins.unregister(plugin)
+    assert type(quantize_dynamic_mlu(_net()).head[1]) is MLULinear  # the run ended: the device's own again
     assert type(qnet.head[1]) is PluginLinear and type(qnet.conv) is MLUConv2d
 
 

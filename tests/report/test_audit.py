@@ -102,7 +102,8 @@ def test_errored_and_not_on_device_cases_are_not_judged():
 
 
 def test_a_group_of_exact_zeros_recommends_the_exact_policy():
-    relu = audit_of([make_record("relu[1]", 0.0, op="relu"), make_record("relu[2]", 0.0, op="relu")]).loc["relu"]
+    relu = audit_of([make_record("relu[1]", 0.0, op="relu", max_abs=0.0),
+                     make_record("relu[2]", 0.0, op="relu", max_abs=0.0)]).loc["relu"]
     assert (relu["verdict"], relu["recommended_policy"]) == ("exact", "exact")
 
 

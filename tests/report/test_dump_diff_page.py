@@ -8,8 +8,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mluverify.cli import main
-from mluverify.dump import Dumper, dump_diff, write_reports
-from mluverify.dump._diff import HARNESS_OPS, case_error, headline, shown_table
+from mluverify.dump import HARNESS_OPS, Dumper, dump_diff, shown_table
+from mluverify.report.dump_diff import case_error, headline, write_dump_diff_pages
 
 from report_records import make_record, write_run
 
@@ -43,9 +43,9 @@ def test_harness_copies_are_left_out_unless_asked_for(tmp_path):
     assert {"aten::clone", "aten::detach", "aten::_to_copy"} <= set(ops) <= HARNESS_OPS | {"aten::linspace", "aten::mul.Tensor"}
     assert shown_table(diff)["op"].tolist() == ["aten::linspace"] + ["aten::mul.Tensor"] * 5
     assert shown_table(diff, all_ops=True)["op"].tolist() == ops
-    markdown = (write_reports(diff, tmp_path / "out")[1]).read_text()
+    markdown = (write_dump_diff_pages(diff, tmp_path / "out")[1]).read_text()
     assert "aten::clone" not in markdown and "4 of the harness's own copies and device moves left out" in markdown
-    assert "aten::clone" in write_reports(diff, tmp_path / "all", all_ops=True)[1].read_text()
+    assert "aten::clone" in write_dump_diff_pages(diff, tmp_path / "all", all_ops=True)[1].read_text()
 
 
 def test_a_harness_copy_that_breaks_the_bound_is_shown(tmp_path):

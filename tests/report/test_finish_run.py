@@ -2,7 +2,8 @@ import datetime as dt
 
 import pytest
 
-from mluverify.core.config import Settings, Waiver
+from mluverify.core.config import Settings
+from mluverify.core.expectations import Waiver
 from mluverify.errors import RecordsError
 from mluverify.report import finish_run
 from mluverify.report.records import ShardWriter

@@ -2,7 +2,7 @@ import datetime as dt
 
 import pytest
 
-from mluverify.core.config import Waiver
+from mluverify.core.expectations import Waiver
 from mluverify.report.gate import evaluate_gate
 
 from report_records import as_frame, make_record

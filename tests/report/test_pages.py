@@ -20,6 +20,7 @@ from report_records import as_frame, make_record
     (2.0, "2"), (63.456, "63.5"), (12345.0, "1.23e4"), (-0.004, "-4e-3"), (0.0, "0"),
     (math.inf, "inf"), (-math.inf, "-inf"), (math.nan, ""),
     (0.99999993, "0.99999993"),  # three digits would claim 1
+    (111.207468, "111"), (99.99, "99.99"), (2.9999, "2.9999"),  # 100 and 3 would be other whole numbers
 ])
 def test_numbers_are_compact_scientific(value, text):
     assert format_number(value) == text

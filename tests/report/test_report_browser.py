@@ -198,9 +198,24 @@ def test_typing_a_filter_shows_the_matching_rows(page, run):
 def test_a_banner_chip_filters_the_case_list(page):
     from selenium.webdriver.common.by import By
 
-    page.find_element(By.CSS_SELECTOR, '#banner .chip[data-value="waived"]').click()
+    everything = len(visible_rows(page, "cases"))
+    chip = page.find_element(By.CSS_SELECTOR, '#banner .chip[data-value="waived"]')
+    chip.click()
     rows = visible_rows(page, "cases")
     assert len(rows) == 2 and {r[0] for r in rows} == {"waived"}
+    assert "on" in chip.get_attribute("class").split()
+    chip.click()  # a second click toggles it off, like the table's own chips
+    assert len(visible_rows(page, "cases")) == everything > 2
+    assert "on" not in chip.get_attribute("class").split()
+
+
+def test_clicking_the_long_case_id_cell_opens_the_detail_view(page):
+    from selenium.webdriver.common.by import By
+
+    page.find_element(By.CSS_SELECTOR, "#cases input[type=search]").send_keys("[mlu:cnnl-not_on_device]")
+    page.find_element(By.CSS_SELECTOR, "#cases tbody tr td.long .fold").click()
+    dialog = page.find_element(By.ID, "mv-detail")
+    assert dialog.is_displayed() and "test_ops.py::test_softmax[mlu:cnnl-not_on_device]" in dialog.text
 
 
 def test_a_case_opens_its_detail_view_with_a_reproducer_to_copy(page):

@@ -20,7 +20,7 @@ import mluverify.device as md
 from mluverify.judge import metrics
 from mluverify.device import mlu_model
 from mluverify.device.numerics import numerics_settings
-from mluverify.plugins import mlu_backward_kernels as plugin
+from mluverify.device import backward_kernels as plugin
 
 import integer_reference as ref
 

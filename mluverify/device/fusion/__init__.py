@@ -42,10 +42,18 @@ def fuse(model: Any, example_inputs: Any) -> Any:
 
 
 def fusion_summary(module: Any) -> Any:
-    """How ``module`` last ran fused: see ``mluverify.device.fusion.runtime.fusion_summary``."""
-    from mluverify.device.fusion.runtime import fusion_summary as summary_of
+    """The groups, ops and fallbacks of the last fused call of ``module`` (a ``FusionSummary``):
+    a module ``fuse`` returned, or a ``torch.jit`` module called on the device."""
+    from mluverify.device.fusion.runtime import FusionRuntime
 
-    return summary_of(module)
+    # A FusedModule holds its runtime; a torch.jit module called on the device keeps its own.
+    runtime = getattr(module, "runtime", None) or _script.runtime_of(module)
+    if not isinstance(runtime, FusionRuntime):
+        raise TypeError(
+            f"fusion_summary needs a module returned by fuse() or a torch.jit module called on "
+            f"the device, got {type(module).__name__}"
+        )
+    return runtime.summary()
 
 
 def __getattr__(name: str) -> Any:

@@ -12,7 +12,7 @@ from typing import Iterator
 
 import torch
 
-from mluverify.device import numerics
+from mluverify.device import _fusion_switch, numerics
 from mluverify.device._fallback import track_fallbacks
 from mluverify.device._storage import DEVICE_TYPE, as_cpu as _view_as_cpu, wrap_cpu
 from mluverify.device.kernels import kernel_mode
@@ -39,9 +39,7 @@ def to_device(tensor: torch.Tensor) -> torch.Tensor:
 
 def fusion_enabled() -> bool:
     """``_jit_override_can_fuse_on_mlu``: whether fused execution is on (default True)."""
-    from mluverify.device import mlu_model
-
-    return mlu_model._jit_can_fuse_on_mlu()
+    return _fusion_switch._jit_can_fuse_on_mlu()
 
 
 def matmul_mantissa_bits() -> int | None:

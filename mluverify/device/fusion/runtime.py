@@ -19,7 +19,6 @@ from mluverify.device.fusion import _device
 from mluverify.device.fusion.capture import model_name
 from mluverify.device.fusion.errors import CaptureError
 from mluverify.device.fusion.program import Fallback, FusedProgram, GroupSummary, build_program
-from mluverify.device.fusion.script import RUNTIME_ATTRIBUTE
 from mluverify.device.fusion.settings import FusionSettings, current_settings
 from mluverify.errors import MluverifyError
 
@@ -230,16 +229,3 @@ def fuse(model: nn.Module, example_inputs: tuple) -> FusedModule:
     if _device.fusion_enabled():
         fused.runtime.program(example_inputs)
     return fused
-
-
-def fusion_summary(module: nn.Module) -> FusionSummary:
-    """The groups, ops and fallbacks of the last fused call of ``module`` (a ``FusedModule``,
-    or a ``torch.jit`` module called on the device)."""
-    # A FusedModule holds its runtime; a torch.jit module called on the device keeps its own.
-    runtime = getattr(module, "runtime", None) or getattr(module, RUNTIME_ATTRIBUTE, None)
-    if not isinstance(runtime, FusionRuntime):
-        raise TypeError(
-            f"fusion_summary needs a module returned by fuse() or a torch.jit module called on "
-            f"the device, got {type(module).__name__}"
-        )
-    return runtime.summary()

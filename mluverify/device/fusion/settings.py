@@ -33,6 +33,7 @@ from typing import Iterable, Mapping
 import torch
 
 from mluverify.device._contextvars import block
+from mluverify.device.fusion.fusible import fusible_ops
 from mluverify.errors import InvalidArgument, valid_choice
 
 DEBUG_MODES = ("", "cpu", "cnnl")
@@ -147,7 +148,7 @@ def parse_mm_log_level(text: str) -> int | None:
 
 
 def settings_from_env(fusible: Iterable[str], env: Mapping[str, str] | None = None) -> FusionSettings:
-    """Resolve the fusion settings for the plugin-given ``fusible`` names, ``env`` (os.environ)
+    """Resolve the fusion settings for the ``fusible`` names, ``env`` (os.environ)
     and the ``torch.backends.mlufusion`` flag."""
     env = os.environ if env is None else env
     forced = parse_forced_fallback(env.get("DEBUG_FORCED_FALLBACK_OPS", ""))
@@ -164,12 +165,10 @@ def settings_from_env(fusible: Iterable[str], env: Mapping[str, str] | None = No
 
 
 def current_settings(env: Mapping[str, str] | None = None) -> FusionSettings:
-    """The settings of this process: fusible ops from the hook ``mluverify_fusible_ops``; applies
-    ``MM_CPP_MIN_LOG_LEVEL`` to the fusion compiler's logger."""
-    from mluverify.core.plugin_manager import call_hook, get_plugin_manager
-
-    answers = call_hook(get_plugin_manager(), "mluverify_fusible_ops")
-    settings = settings_from_env([name for answer in answers for name in answer], env)
+    """The settings of this process: the device's fusible ops and those the plugins handed to it
+    add (``mluverify.device.fusion.fusible``); applies ``MM_CPP_MIN_LOG_LEVEL`` to the fusion
+    compiler's logger."""
+    settings = settings_from_env(fusible_ops(), env)
     _apply_mm_log_level(settings.mm_log_level)
     return settings
 

@@ -92,7 +92,7 @@ def load(path: str | os.PathLike) -> OfflineModel:
         another mluverify version (naming both).
     """
     import mluverify.device  # noqa: F401  (the device, its kernels and the quantized ops)
-    from mluverify import __version__
+    from mluverify._version import __version__
 
     path = Path(path)
     manifest, blob = read(path, __version__)

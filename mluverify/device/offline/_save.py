@@ -45,7 +45,7 @@ def save(model: nn.Module, example_inputs: tuple, path: str | os.PathLike) -> Pa
         naming the ops left out; or when ``path`` cannot be written. An existing file at
         ``path`` is kept in every such case.
     """
-    from mluverify import __version__
+    from mluverify._version import __version__
     from mluverify.device import numerics
     from mluverify.device.fusion import _device
     from mluverify.device.fusion.capture import capture_program, model_name

@@ -239,7 +239,7 @@ def _weight_product(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------
-# the custom ops: float on the CPU, exact integers on the device (plugin mlu_backward_kernels)
+# the custom ops: float on the CPU, exact integers on the device (mluverify.device.backward_kernels)
 # ---------------------------------------------------------------------------------------------
 
 

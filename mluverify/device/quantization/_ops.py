@@ -2,8 +2,8 @@
 
 ``mluverify::quant_conv`` and ``mluverify::quant_linear`` compute in float on the CPU (a
 quantized model is calibrated and checked there) and in exact integer arithmetic on the
-emulated MLU (``exact_quant_conv`` / ``exact_quant_linear``, registered as the device's
-kernels by the plugin ``mluverify.plugins.mlu_quant``). Fake kernels give torch.export shapes.
+emulated MLU (``exact_quant_conv`` / ``exact_quant_linear``, among the device's built-in
+kernels: ``mluverify.device.builtin_kernels``). Fake kernels give torch.export shapes.
 
 Quantization parameters are plain numbers, not tensors: a graph keeps them as constants, so
 ``traced.half()`` cannot round them to float16 (an int16 weight scale easily exceeds 65504).

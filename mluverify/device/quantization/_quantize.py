@@ -7,23 +7,21 @@ from typing import Any, Iterable, Mapping
 import torch
 import torch.nn as nn
 
-from mluverify.device.quantization._modules import LayerSettings
+from mluverify.device import extensions
+from mluverify.device.quantization._modules import LayerSettings, MLUConv1d, MLUConv2d, MLUConv3d, MLULinear
 from mluverify.device.quantization._qconfig import QConfig, parse_dtype, parse_qconfig
 from mluverify.errors import InvalidArgument
 
 
+# The device's own float class -> quantized class mapping.
+DEVICE_MAPPING: Mapping[type, type] = {nn.Linear: MLULinear, nn.Conv1d: MLUConv1d, nn.Conv2d: MLUConv2d,
+                                       nn.Conv3d: MLUConv3d}
+
+
 def default_mapping() -> dict[type, type]:
-    """Float class -> quantized class, merged over every plugin's ``mluverify_quant_mapping``.
-
-    Plugins registered later (third-party ones) override earlier ones for the same class.
-    """
-    from mluverify.core.plugin_manager import call_hook, get_plugin_manager
-
-    merged: dict[type, type] = {}
-    # pluggy returns the latest-registered plugin's answer first: apply in reverse.
-    for mapping in reversed(call_hook(get_plugin_manager(), "mluverify_quant_mapping")):
-        merged.update(mapping)
-    return merged
+    """Float class -> quantized class: the device's own, with what the plugins handed to the
+    device return from ``mluverify_quant_mapping`` merged over it (a later plugin wins)."""
+    return {**DEVICE_MAPPING, **extensions.plugin_quant_mapping()}
 
 
 def quantize_dynamic_mlu(model: nn.Module, qconfig_spec: Mapping[str, Any] | None = None,

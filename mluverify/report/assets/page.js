@@ -128,8 +128,10 @@
     clicked(event) {
       const cell = event.target.closest("td");
       if (!cell) return;
-      if (cell.classList.contains("long") && event.target.closest(".fold")) { cell.classList.toggle("open"); return; }
+      // A row with a detail view opens it from any cell (the view shows long texts whole);
+      // without one, a long cell unfolds in place.
       if (this.spec.detail.length) this.openDetail(Number(cell.parentElement.dataset.row));
+      else if (cell.classList.contains("long")) cell.classList.toggle("open");
     }
 
     openDetail(i) {
@@ -179,9 +181,12 @@
     if (button.classList.contains("mv-copy")) copy(button);
     else if (button.classList.contains("mv-close")) button.closest("dialog").close();
     else if (button.closest(".mv-banner") && button.dataset.table && tables[button.dataset.table]) {
-      const table = tables[button.dataset.table];
-      table.setValues([button.dataset.value]);
-      table.root.scrollIntoView();
+      // A banner chip shows only its status; clicked again (it is on), every row again.
+      const table = tables[button.dataset.table], value = button.dataset.value;
+      const on = table.values.size === 1 && table.values.has(value);
+      table.setValues(on ? [] : [value]);
+      button.closest(".mv-banner").querySelectorAll(".chip").forEach((c) => c.classList.toggle("on", !on && c === button));
+      if (!on) table.root.scrollIntoView();
     }
   });
   document.querySelectorAll(".mv-table").forEach((root) => { tables[root.id] = new Table(root); });

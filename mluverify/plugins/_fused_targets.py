@@ -1,5 +1,11 @@
-"""The ``mlu:cnml`` and ``mlu:offline`` targets: a case's callable fused on the device (and
-saved and loaded back as an offline model), quantized when the case asks."""
+"""The emulator's ``mlu:cnml`` and ``mlu:offline`` runners for the ``mlu`` back end
+(``mlu_backend``): a case's callable fused on the device (and saved and loaded back as an
+offline model), quantized when the case asks.
+
+Glue between a case and the device's public API (``fuse``, ``offline``, ``quantize_for_target``),
+so it lives with the back end, not in the device. Importing it registers the emulated device:
+``mlu_backend`` imports it only where the emulator runs.
+"""
 from __future__ import annotations
 
 import copy
@@ -12,7 +18,7 @@ from torch import nn
 
 from mluverify.core.backends import map_tensors
 from mluverify.core.case import Case
-from mluverify.device.fusion.runtime import FusionSummary, fuse
+from mluverify.device.fusion import FusionSummary, fuse
 from mluverify.plugins._bound_call import BoundCall
 
 QUANT_DTYPES = ("int8", "int16")

@@ -1,8 +1,8 @@
-"""Built-in plugin: the emulated MLU's training kernels (backward ops, losses, dropout).
+"""The emulated MLU's built-in training kernels (backward ops, losses, dropout).
 
-Registered through ``mluverify_device_kernels`` like every kernel (``tryfirst``, listed before
-``mlu_cnnl_kernels`` so that its registrations of shared ops win over that plugin's, while an
-ordinary third-party impl still wins over both). Each kernel is built with the numerics
+Installed by the device after its CNNL set (``mluverify.device.builtin_kernels``), so that its
+registrations of shared ops win over that set's; a plugin's kernel
+(``mluverify_device_kernels``) still wins over both. Each kernel is built with the numerics
 builders of ``mluverify.device.cnnl_ops``, so backward ops follow the same profile as forward
 ones (``docs/device.md``):
 
@@ -25,8 +25,6 @@ the same masks. Ops without a kernel here run as counted CPU fallbacks.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
-
-from mluverify.core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     import torch
@@ -123,8 +121,8 @@ def bernoulli_(self, p=0.5, *, generator=None):
     return self.copy_(_noise(self.shape, p, generator))
 
 
-@hookimpl(tryfirst=True)  # see the module docstring for the order among built-ins
-def mluverify_device_kernels(registry: KernelRegistry) -> None:
+def register(registry: KernelRegistry) -> None:
+    """Register the training kernels in ``registry``."""
     from mluverify.device import cnnl_ops
 
     for name in ELEMENTWISE_OPS:

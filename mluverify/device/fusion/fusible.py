@@ -1,17 +1,15 @@
-"""Built-in plugin: the ops a MagicMind-like fused engine of the emulated MLU accepts.
+"""The ops a MagicMind-like fused engine of the emulated MLU accepts: the device's fusible set.
 
 Conv2d / linear / batched matmul (float and the quantization package's int8 / int16 ops),
 batch-norm and layer-norm, the usual activations, pooling, attention
 (``scaled_dot_product_attention``), embedding lookups, element-wise arithmetic and layout ops,
 in float16 and float32: enough for CNNs and for transformer blocks (GPT-style decoders,
-``nn.TransformerEncoderLayer``) to fuse whole. Another plugin widens the set by returning more
-names; ``DEBUG_FORCED_FALLBACK_OPS`` narrows it.
+``nn.TransformerEncoderLayer``) to fuse whole. A plugin widens the set by returning more names
+from ``mluverify_fusible_ops``; ``DEBUG_FORCED_FALLBACK_OPS`` narrows it.
 """
 from __future__ import annotations
 
-from typing import Iterable
-
-from mluverify.core.hookspecs import hookimpl
+from mluverify.device import extensions
 
 FUSIBLE_OPS: tuple[str, ...] = (
     # weight ops
@@ -56,8 +54,7 @@ LOWERED_TO_KERNELS: tuple[str, ...] = (
 )
 
 
-@hookimpl
-def mluverify_fusible_ops() -> Iterable[str]:
-    from mluverify.device import kernel_registry  # the emulator's kernels: this plugin is its fusion
-
-    return FUSIBLE_OPS + LOWERED_TO_KERNELS + tuple(sorted(kernel_registry().op_names()))
+def fusible_ops() -> tuple[str, ...]:
+    """The engine's ops, every op with a device kernel, and the ops the plugins add."""
+    return (FUSIBLE_OPS + LOWERED_TO_KERNELS + tuple(sorted(extensions.kernel_registry().op_names()))
+            + extensions.plugin_fusible_ops())

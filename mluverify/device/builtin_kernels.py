@@ -1,8 +1,9 @@
-"""Built-in plugin: the emulated MLU's CNNL (layer-by-layer) kernels.
+"""The emulated MLU's built-in kernels: the CNNL (layer-by-layer) set, the quantized ops'
+and (``mluverify.device.backward_kernels``) the training ones.
 
-Registered through ``mluverify_device_kernels`` exactly as a third-party override would be
-(``tryfirst``, so an ordinary third-party impl registers later and wins). The op classes and
-what each does to precision are in ``mluverify.device.cnnl_ops`` and ``docs/device.md``.
+The device installs them itself (``mluverify.device.use_plugins``); a plugin's kernel for the
+same op and mode (``mluverify_device_kernels``) is installed after them and wins. The op
+classes and what each does to precision are in ``mluverify.device.cnnl_ops`` and ``docs/device.md``.
 Views, reshapes, ``contiguous``, ``expand``, ``flatten``, ``chunk``/``split`` and dropout in
 eval mode need no kernel: torch's generic implementations run them on the device's memory
 plumbing. ``linear``/``matmul`` reach ``addmm``/``mm``/``bmm``; ``lstm``/``gru`` decompose
@@ -11,7 +12,10 @@ backward); ``embedding`` into ``index_select``.
 """
 from __future__ import annotations
 
-from mluverify.core.hookspecs import hookimpl
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mluverify.device.kernels import KernelRegistry
 
 ELEMENTWISE = (
     "add.Tensor", "add_.Tensor", "add.Scalar", "add_.Scalar", "add.out",
@@ -77,8 +81,26 @@ def _overload(name: str):
     return resolve_overload(f"aten::{name}")
 
 
-@hookimpl(tryfirst=True)
-def mluverify_device_kernels(registry) -> None:
+def register(registry: KernelRegistry) -> None:
+    """Register every built-in kernel in ``registry``: the training kernels last, so that they
+    win for the ops both sets cover."""
+    from mluverify.device import backward_kernels
+
+    _register_quantized_ops(registry)
+    _register_cnnl_set(registry)
+    backward_kernels.register(registry)
+
+
+def _register_quantized_ops(registry: KernelRegistry) -> None:
+    """Exact int8/int16 arithmetic, the same in the layer-by-layer and fused modes."""
+    from mluverify.device.quantization import exact_quant_conv, exact_quant_linear
+
+    for mode in ("cnnl", "cnml"):
+        registry.register("mluverify::quant_conv", exact_quant_conv, mode=mode)
+        registry.register("mluverify::quant_linear", exact_quant_linear, mode=mode)
+
+
+def _register_cnnl_set(registry: KernelRegistry) -> None:
     from mluverify.device import cnnl_ops
 
     for name in ELEMENTWISE:

@@ -1,0 +1,175 @@
+"""``mluverify fuzz``: random-graph differential testing of targets, findings kept as a corpus.
+
+The fuzzer (``mluverify.fuzz``) knows no back end; ``TargetRunner`` connects it to the back ends
+of the plugins, as a verification session runs a case.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+from pathlib import Path
+from typing import Any, Sequence
+
+DEFAULT_TARGETS = ("mlu:cnnl", "mlu:cnml")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "fuzz", help="random op graphs on targets vs the CPU and float64; shrunk findings as a corpus",
+        description="Draw valid programs (2-16 ops over 1-3 inputs), run each on every target, on "
+                    "the CPU and in float64, and keep each distinct finding (a deviation the float64 "
+                    "run blames on the target, an error, a crash) shrunk, as a replayable case with "
+                    "a pytest reproducer and a standalone script. Exit status 1 when a finding was "
+                    "made (or, with --replay, still reproduces), 2 on bad input.")
+    parser.add_argument("--target", action="append", default=None, metavar="TARGET",
+                        help=f"a target to fuzz (repeatable; default {' '.join(DEFAULT_TARGETS)})")
+    parser.add_argument("--seed", type=int, default=0, help="first seed (a shard: its own seed range)")
+    parser.add_argument("--budget", default="100", help="programs per target (200) or seconds (600s)")
+    parser.add_argument("--ops", default="", help="comma-separated ops or op families (default: all)")
+    parser.add_argument("--out", metavar="DIR", default=None, help="corpus directory the findings go to")
+    parser.add_argument("--replay", metavar="CORPUS", default=None,
+                        help="re-judge every finding of a corpus (on its own target, or on --target)")
+    parser.add_argument("--merge", nargs="+", metavar="CORPUS", default=None,
+                        help="merge shards' corpora into --out (deduplicated by signature)")
+    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                        help="a plugin module adding back ends (repeatable)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run targets in this process (faster; a crash ends the campaign)")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from mluverify.errors import InvalidArgument
+    from mluverify.fuzz.campaign import Budget
+    from mluverify.fuzz.ops import op_set
+
+    if args.merge:
+        if not args.out:
+            raise InvalidArgument("--merge needs --out DIR, the merged corpus")
+        from mluverify.fuzz.corpus import merge
+
+        read, kept = merge(args.merge, args.out)
+        print(f"merged {read} findings of {len(args.merge)} corpora into {kept} distinct ones in {args.out}")
+        return 0
+    ops = op_set([name.strip() for name in args.ops.split(",") if name.strip()])
+    budget = Budget.parse(args.budget)
+    if args.replay:
+        return _replay(args)
+    return _campaign(args, ops, budget)
+
+
+class TargetRunner:
+    """Runs fuzz programs on targets through the back ends of the built-in plugins, entry
+    points and ``plugins`` (module names): a ``mluverify.fuzz.differential.Runner``.
+    ``core_version``: the device variant to run on (``""``: the back end's default)."""
+
+    def __init__(self, plugins: Sequence[Any] = (), core_version: str = "") -> None:
+        from mluverify.core.backends import BackendRegistry
+        from mluverify.core.plugin_manager import call_hook, new_plugin_manager
+
+        self.core_version = core_version
+        self.registry = BackendRegistry()
+        call_hook(new_plugin_manager(plugins), "mluverify_add_backends", registry=self.registry)
+
+    def policy(self, target: str) -> str:
+        """The tolerance policy of the target's mode."""
+        resolved, backend = self.registry.resolve(target)
+        return backend.policy(resolved.mode)
+
+    def unavailable_reason(self, target: str) -> str | None:
+        resolved, backend = self.registry.resolve(target)
+        return backend.unavailable_reason() or backend.mode_unavailable_reason(resolved.mode)
+
+    def __call__(self, program: Any, inputs: Sequence[Any], target: str) -> Any:
+        """The program's outputs on ``target``, on the CPU (TargetUnavailable where it cannot run)."""
+        from mluverify.core.case import Case
+        from mluverify.fuzz.differential import TargetUnavailable
+
+        reason = self.unavailable_reason(target)
+        if reason:
+            raise TargetUnavailable(f"target {target} unavailable: {reason}")
+        resolved, backend = self.registry.resolve(target)
+        case = Case(case_id=f"fuzz[{'-'.join(program.ops)}]", op="fuzz", target=resolved, suite="fuzz",
+                    core_version=self.core_version if backend.variants else "")
+        args = tuple(x.clone() for x in inputs)
+        return backend.execute(program.callable(), args, {}, case=case).output
+
+
+def _runner(args: argparse.Namespace):
+    from mluverify.fuzz.isolation import IsolatedRunner
+
+    if args.in_process:
+        return TargetRunner(args.plugin)
+    return IsolatedRunner(functools.partial(TargetRunner, tuple(args.plugin)))
+
+
+def _available(targets: Sequence[str], plugins: Sequence[str]) -> dict[str, str]:
+    """Target -> its mode's policy, for the targets that can run here (others are said)."""
+    from mluverify.errors import InvalidArgument
+
+    runner = TargetRunner(plugins)
+    policies = {}
+    for target in targets:
+        reason = runner.unavailable_reason(target)
+        if reason:
+            print(f"skipped target {target}: {reason}")
+        else:
+            policies[target] = runner.policy(target)
+    if not policies:
+        raise InvalidArgument(f"none of the targets {', '.join(targets)} can run here")
+    return policies
+
+
+def _campaign(args: argparse.Namespace, ops, budget) -> int:
+    from mluverify.fuzz.campaign import Campaign
+    from mluverify.fuzz.corpus import keep, load_corpus
+
+    policies = _available(args.target or DEFAULT_TARGETS, args.plugin)
+    known = load_corpus(args.out) if args.out and Path(args.out).is_dir() else []
+    on_finding = (lambda finding: keep(args.out, finding)) if args.out else (lambda finding: None)
+    runner = _runner(args)
+    campaign = Campaign(list(policies), runner, policies, ops=ops, on_finding=on_finding, known=known)
+    try:
+        findings = campaign.run(args.seed, budget)
+    finally:
+        getattr(runner, "close", lambda: None)()
+    seeds = f"{campaign.seeds[0]}-{campaign.seeds[-1]}" if campaign.seeds else "none"
+    print(f"seeds {seeds}, budget {args.budget}, {len(ops)} ops")
+    print("target | programs | seconds | programs/hour | deviation | reference | error | crash | "
+          "torchfuzz fails | torchfuzz misses | its failures cleared by golden")
+    for target, stats in campaign.stats.items():
+        print(f"{target} | {stats.programs} | {stats.seconds:.0f} | {stats.per_hour:.0f} | "
+              f"{stats.kinds['deviation']} | {stats.kinds['reference']} | {stats.kinds['error']} | "
+              f"{stats.kinds['crash']} | {stats.torchfuzz_fails} | {stats.torchfuzz_misses} | "
+              f"{stats.torchfuzz_cleared}")
+    for finding in findings:
+        judgement = finding.judgement
+        print(f"finding {finding.signature} {judgement.kind} on {judgement.target} (seed {finding.seed}): "
+              f"{' -> '.join(finding.program.ops)}; {judgement.reason}")
+        if args.out:
+            print(f"  {finding.reproducer(args.out)}")
+    return 1 if findings else 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from mluverify.fuzz.corpus import load_corpus
+    from mluverify.fuzz.differential import judge
+
+    findings = load_corpus(args.replay)
+    targets = sorted({t for f in findings for t in (args.target or [f.judgement.target])})
+    policies = _available(targets, args.plugin) if targets else {}
+    runner = _runner(args)
+    reproduced = 0
+    try:
+        for finding in findings:
+            for target in args.target or [finding.judgement.target]:
+                if target not in policies:
+                    continue
+                judgement = judge(finding.program, finding.inputs, target, runner, policies[target])
+                reproduced += judgement.is_finding
+                state = "reproduces" if judgement.is_finding else "no longer fails"
+                print(f"{finding.signature} on {target}: {state} ({judgement.kind}: {judgement.reason})")
+    finally:
+        getattr(runner, "close", lambda: None)()
+    print(f"{reproduced} of {len(findings)} findings reproduce")
+    return 1 if reproduced else 0

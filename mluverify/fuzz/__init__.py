@@ -1,0 +1,15 @@
+"""Random-graph differential testing: programs of 2-16 ops drawn by hypothesis, run on targets,
+judged against the CPU and a float64 run, findings shrunk and kept as a corpus.
+
+- ``ops``: the op registry (each op a torch expression and how its arguments are drawn);
+- ``program``: programs as data (versioned JSON) and the Python they stand for;
+- ``generate``: hypothesis strategies, valid by construction (meta tensors), finite on the CPU;
+- ``differential``: one program judged on one target (``mluverify.compare``, golden blame);
+- ``isolation``: targets in a child process, so a crash is a finding;
+- ``reduce``: graph passes after hypothesis's shrinking;
+- ``corpus``: findings, their file format, deduplication, merging, standalone scripts;
+- ``campaign``: searches by seed and target within a budget.
+
+The package knows no back end: a runner (``mluverify.cli.fuzz.TargetRunner``) connects it to
+the plugins' back ends. See docs/fuzzing.md.
+"""

@@ -1,0 +1,182 @@
+"""Hypothesis strategies for programs and their inputs, valid by construction.
+
+A program is drawn node by node: an op, its first operand among the values so far, a second
+operand that fits (an existing value or a new input, at most ``MAX_INPUTS``), its parameters for
+those shapes. The candidate node runs on meta tensors (torch's shape and dtype functions, no
+data); one that raises, or makes a value too large, is redrawn (``NODE_TRIES`` times, then the
+whole program is rejected). Everything is drawn by hypothesis, so a failing program shrinks to
+fewer, simpler ops and its inputs to simpler values.
+
+Inputs are drawn element by element in ``[-VALUE_RANGE, VALUE_RANGE]``; a program whose CPU run
+makes any value NaN/Inf on those inputs is rejected (hypothesis draws others: the bounded
+search for finite inputs), so a non-finite result is never reported as a finding.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+from hypothesis import assume, reject, strategies as st
+from hypothesis.extra import numpy as hnp
+
+from mluverify.fuzz.ops import OPS, OpSpec
+from mluverify.fuzz.program import Node, Program, run
+
+MIN_OPS, MAX_OPS = 2, 16
+MAX_INPUTS = 3
+MAX_RANK, MAX_SIDE = 4, 6
+MAX_NUMEL = 2048
+NODE_TRIES = 4
+# Each node beyond the minimum follows with odds MORE_ODDS : 1 (about 8 ops a program).
+MORE_ODDS = 7
+VALUE_RANGE = 3.0
+
+
+def _input_shape(min_rank: int = 1) -> st.SearchStrategy[tuple[int, ...]]:
+    return st.lists(st.integers(1, MAX_SIDE), min_size=min_rank, max_size=MAX_RANK).map(tuple)
+
+
+def _meta(shape: Sequence[int], dtype: Any = None) -> Any:
+    import torch
+
+    return torch.empty(tuple(shape), dtype=dtype or torch.float32, device="meta")
+
+
+class _Draft:
+    """The program drawn so far: input shapes, nodes, each value's meta tensor, the value whose
+    storage it shares (``root``: itself unless a view or an in-place op made it) and whether a
+    view made it (an in-place op writes only into a node's own, fresh result: never into an
+    input, and never through a view, which may overlap itself, as ``expand`` does)."""
+
+    def __init__(self, first_input: tuple[int, ...]) -> None:
+        self.inputs: list[tuple[int, ...]] = []
+        self.nodes: list[Node] = []
+        self.metas: dict[str, Any] = {}
+        self.root: dict[str, str] = {}
+        self.viewed: dict[str, bool] = {}
+        self.add_input(first_input)
+
+    def add_input(self, shape: tuple[int, ...]) -> str:
+        name = f"x{len(self.inputs)}"
+        self.inputs.append(tuple(shape))
+        self.metas[name], self.root[name], self.viewed[name] = _meta(shape), name, False
+        return name
+
+    def writable(self, name: str) -> bool:
+        return self.root[name].startswith("v") and not self.viewed[name]
+
+    def names(self) -> list[str]:
+        """Value names, newest first (hypothesis shrinks towards the first: chains of ops)."""
+        return list(reversed(self.metas))
+
+    def program(self) -> Program:
+        return Program(tuple(self.inputs), tuple(self.nodes))
+
+
+def _operand_candidates(draft: _Draft, op: OpSpec) -> list[str]:
+    return [name for name in draft.names()
+            if draft.metas[name].dim() >= op.min_rank and (draft.writable(name) or not op.inplace)]
+
+
+def _try_node(draw, draft: _Draft, ops: Sequence[OpSpec]) -> bool:
+    """Draw one node; add it and return True when it type-checks on meta tensors."""
+    op = draw(st.sampled_from(ops))
+    candidates = _operand_candidates(draft, op)
+    if not candidates:
+        return False
+    first = draw(st.sampled_from(candidates))
+    operands, new_input = [first], None
+    if op.partner is not None:
+        shape = tuple(draft.metas[first].shape)
+        fitting = [n for n in draft.names() if op.partner.fits(shape, tuple(draft.metas[n].shape))
+                   and not (op.inplace and draft.root[n] == draft.root[first])]
+        room = len(draft.inputs) < MAX_INPUTS
+        if room and (not fitting or draw(st.booleans())):
+            new_input = tuple(op.partner.new_shape(draw, shape))
+            operands.append(f"x{len(draft.inputs)}")
+        elif fitting:
+            operands.append(draw(st.sampled_from(fitting)))
+        else:
+            return False
+    metas = [draft.metas[n] if n in draft.metas else _meta(new_input) for n in operands]
+    if op.same_dtype and len({m.dtype for m in metas}) > 1:
+        return False
+    params = op.params(draw, [tuple(m.shape) for m in metas])
+    node = Node(op.name, tuple(operands), params)
+    result = _check_on_meta(node, metas)
+    if result is None:
+        return False
+    if new_input is not None:
+        draft.add_input(new_input)
+    name = f"v{len(draft.nodes)}"
+    draft.nodes.append(node)
+    draft.metas[name] = result
+    draft.root[name] = draft.root[first] if op.aliases else name
+    draft.viewed[name] = op.aliases and not op.inplace or (op.inplace and draft.viewed[first])
+    return True
+
+
+def _check_on_meta(node: Node, metas: list) -> Any:
+    """The node's result on meta tensors (clones: in-place ops must not change the drafts'),
+    or None when torch rejects the arguments or the result is too large to draw."""
+    import torch
+
+    names = [f"m{i}" for i in range(len(metas))]
+    source = Node(node.op, tuple(names), node.params).expression()
+    try:
+        result = eval(source, {"torch": torch}, {n: m.clone() for n, m in zip(names, metas)})  # noqa: S307
+    except Exception:  # torch's own shape / dtype check said no: an invalid candidate
+        return None
+    if not isinstance(result, torch.Tensor) or not result.is_floating_point():
+        return None
+    if result.dim() > MAX_RANK + 1 or result.numel() > MAX_NUMEL or result.numel() == 0:
+        return None
+    return result
+
+
+@st.composite
+def programs(draw, ops: Sequence[OpSpec] = OPS, min_ops: int = MIN_OPS, max_ops: int = MAX_OPS) -> Program:
+    """A valid program of ``min_ops..max_ops`` nodes drawn from ``ops``."""
+    draft = _Draft(draw(_input_shape()))
+    # A "one more?" flag before each node beyond the minimum (as ``st.lists`` draws): the
+    # shrinker can then delete any node's draws, not only the last ones.
+    for index in range(max_ops):
+        if index >= min_ops and draw(st.integers(0, MORE_ODDS)) == 0:
+            break
+        if not any(_try_node(draw, draft, ops) for _ in range(NODE_TRIES)):
+            reject()
+    return draft.program()
+
+
+def input_values(program: Program) -> st.SearchStrategy[list]:
+    """float32 tensors for the program's inputs, each element drawn (so values shrink)."""
+    import torch
+
+    elements = st.floats(-VALUE_RANGE, VALUE_RANGE, width=32, allow_subnormal=False)
+    arrays = [hnp.arrays(np.float32, shape, elements=elements, fill=st.nothing()) for shape in program.inputs]
+    return st.tuples(*arrays).map(lambda drawn: [torch.from_numpy(a.copy()) for a in drawn])
+
+
+def all_finite(program: Program, inputs: Sequence[Any]) -> bool:
+    """Every value of the program (each node's, not only the outputs) is finite on the CPU, in
+    float32 and in float64."""
+    import torch
+
+    for golden in (False, True):
+        values = run(program, inputs, every_value=True, golden=golden)
+        if not all(bool(torch.isfinite(v).all()) for v in values):
+            return False
+    return True
+
+
+@st.composite
+def finite_cases(draw, ops: Sequence[OpSpec] = OPS, min_ops: int = MIN_OPS, max_ops: int = MAX_OPS
+                 ) -> tuple[Program, list]:
+    """A program and inputs on which every value stays finite on the CPU."""
+    program = draw(programs(ops, min_ops, max_ops))
+    inputs = draw(input_values(program))
+    assume(all_finite(program, inputs))
+    return program, inputs
+
+
+__all__ = ["MAX_INPUTS", "MAX_OPS", "MIN_OPS", "all_finite", "finite_cases", "input_values", "programs"]

@@ -1,0 +1,337 @@
+"""The fuzzer's op registry: what a program may contain and how each op's arguments are drawn.
+
+Each op is one Python expression over torch (``template``): ``{a}`` / ``{b}`` are its tensor
+operands, the other fields its parameters (JSON values drawn for the operands' shapes). The same
+expression builds the program's callable, runs on meta tensors to check a candidate, and is
+written into the standalone reproducer, so an op is defined in one place.
+
+Domains are restricted in the expression itself where an op has a pole or a branch cut
+(``log(|a| + 0.5)``, ``a / (|b| + 0.5)``), so drawn values cannot make them non-finite; what
+still overflows (``exp`` of a large value) is filtered out when the program is drawn.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from hypothesis import strategies as st
+
+from mluverify.errors import valid_choice
+
+FAMILIES = ("pointwise", "binary", "reduction", "matmul", "norm", "softmax", "view", "concat", "index",
+            "cast", "inplace")
+CAST_DTYPES = ("float16", "bfloat16", "float64", "float32")
+SCALARS = (2.0, 0.5, -1.5, 3.0)
+
+Draw = Callable[[st.SearchStrategy], Any]
+Shape = tuple[int, ...]
+
+
+def _no_params(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    return {}
+
+
+def _dim(draw: Draw, shape: Shape) -> int:
+    return draw(st.integers(0, max(len(shape) - 1, 0)))
+
+
+def _reduce_params(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    return {"dim": _dim(draw, shapes[0]), "keepdim": draw(st.booleans())}
+
+
+def _dim_param(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    return {"dim": _dim(draw, shapes[0])}
+
+
+def _scalar(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    return {"s": draw(st.sampled_from(SCALARS))}
+
+
+def _clamp(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    low = draw(st.sampled_from((-1.0, -0.5, 0.0)))
+    return {"lo": low, "hi": low + draw(st.sampled_from((1.0, 2.0)))}
+
+
+def _transpose(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    rank = len(shapes[0])
+    first = draw(st.integers(0, max(rank - 2, 0)))
+    return {"dim0": first, "dim1": draw(st.integers(first + 1, max(rank - 1, first + 1)))}
+
+
+def _permute(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    return {"perm": list(draw(st.permutations(range(len(shapes[0])))))}
+
+
+def _reshape(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    """Flatten everything, merge two neighbouring dims, or split one dim into two factors."""
+    shape = list(shapes[0])
+    how = draw(st.sampled_from(("flat", "merge", "split")))
+    if how == "merge" and len(shape) >= 2:
+        at = draw(st.integers(0, len(shape) - 2))
+        return {"shape": shape[:at] + [shape[at] * shape[at + 1]] + shape[at + 2:]}
+    if how == "split" and shape:
+        at = _dim(draw, tuple(shape))
+        factors = [f for f in range(1, shape[at] + 1) if shape[at] % f == 0]
+        factor = draw(st.sampled_from(factors))
+        return {"shape": shape[:at] + [factor, shape[at] // factor] + shape[at + 1:]}
+    return {"shape": [-1]}
+
+
+def _flatten(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    start = _dim(draw, shapes[0])
+    return {"start": start, "end": draw(st.integers(start, max(len(shapes[0]) - 1, start)))}
+
+
+def _unsqueeze(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    return {"dim": draw(st.integers(0, len(shapes[0])))}
+
+
+def _squeeze(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    ones = [d for d, side in enumerate(shapes[0]) if side == 1]
+    return {"dim": draw(st.sampled_from(ones)) if ones else _dim(draw, shapes[0])}
+
+
+def _expand(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    return {"shape": [draw(st.integers(2, 4)) if side == 1 else side for side in shapes[0]]}
+
+
+def _narrow(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    dim = _dim(draw, shapes[0])
+    side = shapes[0][dim] if shapes[0] else 1
+    start = draw(st.integers(0, max(side - 1, 0)))
+    return {"dim": dim, "start": start, "length": draw(st.integers(1, max(side - start, 1)))}
+
+
+def _select(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    dim = _dim(draw, shapes[0])
+    return {"dim": dim, "index": draw(st.integers(0, max((shapes[0][dim] if shapes[0] else 1) - 1, 0)))}
+
+
+def _index_select(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    dim = _dim(draw, shapes[0])
+    side = shapes[0][dim] if shapes[0] else 1
+    return {"dim": dim, "index": draw(st.lists(st.integers(0, max(side - 1, 0)), min_size=1, max_size=4))}
+
+
+def _cast(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    return {"dtype": draw(st.sampled_from(CAST_DTYPES))}
+
+
+def _conv(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    return {"stride": draw(st.integers(1, 2)), "padding": draw(st.integers(0, 1))}
+
+
+def _last_dim(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    return {"n": shapes[0][-1] if shapes[0] else 1}
+
+
+def _groups(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    channels = shapes[0][1] if len(shapes[0]) > 1 else 1
+    return {"groups": draw(st.sampled_from([g for g in range(1, channels + 1) if channels % g == 0]))}
+
+
+def _cat_params(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    """The dim along which the two operands differ, or any dim when they are alike."""
+    differing = [d for d, (x, y) in enumerate(zip(*shapes)) if x != y]
+    return {"dim": differing[0] if differing else _dim(draw, shapes[0])}
+
+
+# Second operands: which existing shapes fit, and the shape of a new input that fits.
+def _broadcasts_to(first: Shape, second: Shape) -> bool:
+    if len(second) > len(first):
+        return False
+    return all(s in (1, f) for f, s in zip(first[len(first) - len(second):], second))
+
+
+def _broadcast_shape(draw: Draw, first: Shape) -> Shape:
+    drop = draw(st.integers(0, len(first)))
+    return tuple(1 if draw(st.booleans()) else side for side in first[drop:])
+
+
+def _matmul_fits(first: Shape, second: Shape) -> bool:
+    return len(first) >= 2 and len(second) == 2 and second[0] == first[-1]
+
+
+def _matmul_shape(draw: Draw, first: Shape) -> Shape:
+    return (first[-1] if first else 1, draw(st.integers(1, 6)))
+
+
+def _linear_fits(first: Shape, second: Shape) -> bool:
+    return len(first) >= 1 and len(second) == 2 and second[1] == first[-1]
+
+
+def _linear_shape(draw: Draw, first: Shape) -> Shape:
+    return (draw(st.integers(1, 6)), first[-1] if first else 1)
+
+
+def _conv_fits(first: Shape, second: Shape) -> bool:
+    return len(first) == 4 and len(second) == 4 and second[1] == first[1] and second[2] == second[3] <= 3
+
+
+def _conv_shape(draw: Draw, first: Shape) -> Shape:
+    kernel = draw(st.integers(1, 3))
+    return (draw(st.integers(1, 4)), first[1] if len(first) > 1 else 1, kernel, kernel)
+
+
+def _cat_fits(first: Shape, second: Shape) -> bool:
+    return len(first) == len(second) and sum(x != y for x, y in zip(first, second)) <= 1
+
+
+def _cat_shape(draw: Draw, first: Shape) -> Shape:
+    dim = _dim(draw, first)
+    return tuple(draw(st.integers(1, 4)) if d == dim else side for d, side in enumerate(first))
+
+
+def _same_shape(draw: Draw, first: Shape) -> Shape:
+    return first
+
+
+@dataclass(frozen=True)
+class Partner:
+    """How an op's second operand relates to its first: ``fits`` an existing value's shape, or
+    ``new_shape`` draws the shape of a new program input that fits."""
+
+    fits: Callable[[Shape, Shape], bool]
+    new_shape: Callable[[Draw, Shape], Shape]
+
+
+BROADCAST = Partner(_broadcasts_to, _broadcast_shape)
+MATMUL = Partner(_matmul_fits, _matmul_shape)
+LINEAR = Partner(_linear_fits, _linear_shape)
+CONV = Partner(_conv_fits, _conv_shape)
+CAT = Partner(_cat_fits, _cat_shape)
+SAME = Partner(lambda first, second: first == second, _same_shape)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One op a program may contain.
+
+    ``template``: a torch expression, ``{a}`` (and ``{b}`` with a ``partner``) the operands and
+    the other fields ``params``' keys. ``min_rank``: the first operand's least rank.
+    ``aliases``: the result may share the first operand's storage (views, in-place ops), so an
+    in-place op must not follow it onto a program input. ``inplace``: overwrites ``{a}``.
+    ``same_dtype``: the operands must have one dtype (a check the CPU kernel makes and the meta
+    function does not). ``golden_template``: the expression in the float64 run, when it differs.
+    """
+
+    name: str
+    family: str
+    template: str
+    params: Callable[[Draw, Sequence[Shape]], dict[str, Any]] = _no_params
+    partner: Partner | None = None
+    min_rank: int = 0
+    aliases: bool = False
+    inplace: bool = False
+    same_dtype: bool = False
+    golden_template: str = ""
+
+    @property
+    def operands(self) -> int:
+        return 2 if self.partner else 1
+
+    def expression(self, operands: Sequence[str], params: Mapping[str, Any], *, golden: bool = False) -> str:
+        """The op applied to the named operands, as Python source; ``golden``: as the float64
+        run computes it (a cast rounds to its dtype and widens back, so float64 flows on)."""
+        names = dict(zip("ab", operands))
+        return (self.golden_template if golden and self.golden_template else self.template).format(**names, **params)
+
+
+def _unary(name: str, template: str, **kwargs: Any) -> OpSpec:
+    return OpSpec(name, "pointwise", template, **kwargs)
+
+
+OPS: tuple[OpSpec, ...] = (
+    _unary("relu", "torch.relu({a})"),
+    _unary("sigmoid", "torch.sigmoid({a})"),
+    _unary("tanh", "torch.tanh({a})"),
+    _unary("gelu", "torch.nn.functional.gelu({a})"),
+    _unary("silu", "torch.nn.functional.silu({a})"),
+    _unary("exp", "torch.exp({a})"),
+    _unary("log", "torch.log({a}.abs() + 0.5)"),
+    _unary("sqrt", "torch.sqrt({a}.abs())"),
+    _unary("rsqrt", "torch.rsqrt({a}.abs() + 0.5)"),
+    _unary("reciprocal", "torch.reciprocal({a}.abs() + 0.5)"),
+    _unary("abs", "torch.abs({a})"),
+    _unary("neg", "torch.neg({a})"),
+    _unary("sin", "torch.sin({a})"),
+    _unary("cos", "torch.cos({a})"),
+    _unary("square", "torch.square({a})"),
+    _unary("clamp", "torch.clamp({a}, {lo}, {hi})", params=_clamp),
+    _unary("add_scalar", "({a} + {s})", params=_scalar),
+    _unary("mul_scalar", "({a} * {s})", params=_scalar),
+    OpSpec("add", "binary", "torch.add({a}, {b})", partner=BROADCAST),
+    OpSpec("sub", "binary", "torch.sub({a}, {b})", partner=BROADCAST),
+    OpSpec("mul", "binary", "torch.mul({a}, {b})", partner=BROADCAST),
+    OpSpec("div", "binary", "torch.div({a}, {b}.abs() + 0.5)", partner=BROADCAST),
+    OpSpec("maximum", "binary", "torch.maximum({a}, {b})", partner=BROADCAST),
+    OpSpec("minimum", "binary", "torch.minimum({a}, {b})", partner=BROADCAST),
+    OpSpec("where", "binary", "torch.where({a} > 0, {a}, {b})", partner=BROADCAST),
+    OpSpec("sum", "reduction", "torch.sum({a}, dim={dim}, keepdim={keepdim})", _reduce_params, min_rank=1),
+    OpSpec("mean", "reduction", "torch.mean({a}, dim={dim}, keepdim={keepdim})", _reduce_params, min_rank=1),
+    OpSpec("amax", "reduction", "torch.amax({a}, dim={dim}, keepdim={keepdim})", _reduce_params, min_rank=1),
+    OpSpec("amin", "reduction", "torch.amin({a}, dim={dim}, keepdim={keepdim})", _reduce_params, min_rank=1),
+    OpSpec("logsumexp", "reduction", "torch.logsumexp({a}, dim={dim}, keepdim={keepdim})", _reduce_params,
+           min_rank=1),
+    OpSpec("var", "reduction", "torch.var({a}, dim={dim}, correction=0, keepdim={keepdim})", _reduce_params,
+           min_rank=1),
+    OpSpec("sum_all", "reduction", "torch.sum({a})"),
+    OpSpec("cumsum", "reduction", "torch.cumsum({a}, dim={dim})", _dim_param, min_rank=1),
+    OpSpec("matmul", "matmul", "torch.matmul({a}, {b})", partner=MATMUL, min_rank=2, same_dtype=True),
+    OpSpec("linear", "matmul", "torch.nn.functional.linear({a}, {b})", partner=LINEAR, min_rank=1, same_dtype=True),
+    OpSpec("conv2d", "matmul", "torch.nn.functional.conv2d({a}, {b}, stride={stride}, padding={padding})",
+           _conv, partner=CONV, min_rank=4, same_dtype=True),
+    OpSpec("layer_norm", "norm", "torch.nn.functional.layer_norm({a}, [{n}])", _last_dim, min_rank=1),
+    OpSpec("rms_norm", "norm", "torch.nn.functional.rms_norm({a}, [{n}])", _last_dim, min_rank=1),
+    OpSpec("group_norm", "norm", "torch.nn.functional.group_norm({a}, {groups})", _groups, min_rank=2),
+    OpSpec("softmax", "softmax", "torch.softmax({a}, dim={dim})", _dim_param, min_rank=1),
+    OpSpec("log_softmax", "softmax", "torch.log_softmax({a}, dim={dim})", _dim_param, min_rank=1),
+    OpSpec("transpose", "view", "torch.transpose({a}, {dim0}, {dim1})", _transpose, min_rank=2, aliases=True),
+    OpSpec("permute", "view", "{a}.permute({perm})", _permute, min_rank=2, aliases=True),
+    OpSpec("reshape", "view", "torch.reshape({a}, {shape})", _reshape, aliases=True),
+    OpSpec("flatten", "view", "torch.flatten({a}, {start}, {end})", _flatten, min_rank=1, aliases=True),
+    OpSpec("unsqueeze", "view", "torch.unsqueeze({a}, {dim})", _unsqueeze, aliases=True),
+    OpSpec("squeeze", "view", "torch.squeeze({a}, {dim})", _squeeze, min_rank=1, aliases=True),
+    OpSpec("expand", "view", "{a}.expand({shape})", _expand, aliases=True),
+    OpSpec("cat", "concat", "torch.cat([{a}, {b}], dim={dim})", _cat_params, partner=CAT, min_rank=1),
+    OpSpec("stack", "concat", "torch.stack([{a}, {b}], dim={dim})", _dim_param, partner=SAME),
+    OpSpec("narrow", "index", "torch.narrow({a}, {dim}, {start}, {length})", _narrow, min_rank=1, aliases=True),
+    OpSpec("select", "index", "torch.select({a}, {dim}, {index})", _select, min_rank=1, aliases=True),
+    OpSpec("index_select", "index", "torch.index_select({a}, {dim}, torch.tensor({index}, device={a}.device))",
+           _index_select, min_rank=1),
+    OpSpec("flip", "index", "torch.flip({a}, [{dim}])", _dim_param, min_rank=1),
+    OpSpec("cast", "cast", "{a}.to(torch.{dtype})", _cast, golden_template="{a}.to(torch.{dtype}).to(torch.float64)"),
+    OpSpec("relu_", "inplace", "{a}.relu_()", inplace=True, aliases=True),
+    OpSpec("add_", "inplace", "{a}.add_({s})", _scalar, inplace=True, aliases=True),
+    OpSpec("mul_", "inplace", "{a}.mul_({s})", _scalar, inplace=True, aliases=True),
+    OpSpec("add_tensor_", "inplace", "{a}.add_({b})", partner=BROADCAST, inplace=True, aliases=True),
+)
+
+REGISTRY: Mapping[str, OpSpec] = {op.name: op for op in OPS}
+
+
+def op_set(names: Sequence[str] | None = None) -> tuple[OpSpec, ...]:
+    """The ops named (each an op or, where no op has the name, a family), or every op; an
+    unknown name raises InvalidArgument listing the ops and families."""
+    if not names:
+        return OPS
+    chosen: dict[str, OpSpec] = {}
+    for name in names:
+        if name in REGISTRY:
+            chosen[name] = REGISTRY[name]
+        elif name in FAMILIES:
+            chosen.update((op.name, op) for op in OPS if op.family == name)
+        else:
+            raise valid_choice("fuzz op or op family", name, [*REGISTRY, *FAMILIES])
+    return tuple(chosen.values())
+
+
+def spec(name: str) -> OpSpec:
+    """The op called ``name``; InvalidArgument lists the ops."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise valid_choice("fuzz op", name, list(REGISTRY)) from None
+
+
+__all__ = ["CAST_DTYPES", "FAMILIES", "OPS", "OpSpec", "Partner", "REGISTRY", "op_set", "spec"]

@@ -1,0 +1,125 @@
+"""The dump-diff reports of a dump (``mluverify.dump.dump_diff``): its headline, the CSV (every
+op), markdown and HTML page (``write_dump_diff_pages``), and the judgement of the case a run dumped
+(``case_error``, from the run's records). See docs/dumper.md and docs/reports.md.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mluverify.report.loading import load as load_records
+from mluverify.report.render import (
+    Chip, TableSpec, format_number, html_banner, html_code, html_facts, html_page, html_table, markdown_table,
+)
+from mluverify.report.tables import dump_dir as recorded_dump
+
+if TYPE_CHECKING:  # mluverify.dump imports torch: imported where a dump is at hand
+    from mluverify.dump import CaseError, DumpDiff
+
+OUTPUTS = ("dump_diff.csv", "dump_diff.md", "dump_diff.html")
+
+
+def case_error(dump_dir: str | os.PathLike[str]) -> CaseError | None:
+    """The judgement of the case a run dumped into ``dump_dir`` (``<run>/dumps/<case>``, made by
+    ``--mlu-dump=fail``), from the run's records; None for a dump outside a run."""
+    from mluverify.dump import CaseError
+
+    dump_dir = Path(dump_dir)
+    run_dir = dump_dir.resolve().parent.parent
+    if dump_dir.resolve().parent.name != "dumps" or not (run_dir / "records.parquet").exists():
+        return None
+    records = load_records(run_dir)
+    mine = records[records["reproducer"].map(recorded_dump) == f"dumps/{dump_dir.resolve().name}"]
+    if mine.empty:
+        return None
+    worst = mine.sort_values("headroom", na_position="first").iloc[0]
+    return CaseError(worst["metric"], float(worst["value"]), float(worst["bound"]), worst["status"], worst["mode"])
+
+
+def headline(diff: DumpDiff) -> str:
+    """One line: the first offender and its own vs inherited error, that the output error is
+    left unexplained, or that nothing breaks the bound."""
+    if diff.verdict == "blamed":
+        row = diff.table[diff.table["seq"] == diff.first_offender].iloc[0]
+        if row["nan_mismatch"] > 0:
+            own = (f"{int(row['nan_mismatch'])} NaN/Inf positions where the CPU has none "
+                   f"(or the reverse)")
+        else:
+            own = f"own {diff.metric} {_number(row['own_rel_mse'])} > {diff.bound:g} ({diff.mode})"
+        return (f"first offender: {row['path']} ({row['op']}): {own}, inherited "
+                f"{_number(row['inherited_rel_mse'])}")
+    judged = int(diff.table["own_passed"].notna().sum())
+    within = f"no op's own error breaks {diff.metric} <= {diff.bound:g} ({diff.mode}); {judged} ops judged"
+    if diff.verdict == "clean":
+        return within
+    if diff.case is not None:
+        output = (f"the case failed ({diff.case.metric} {_number(diff.case.value)} > bound "
+                  f"{_number(diff.case.bound)})")
+    else:
+        output = f"the output's total {diff.metric} is {_number(diff.output_rel_mse)}"
+    return (f"unexplained: {output}, but {within}: the error builds up over several ops or lies "
+            f"outside the dumped ops")
+
+
+def _number(value: float) -> str:
+    return format_number(float(value))
+
+
+def to_markdown(diff: DumpDiff, all_ops: bool = False) -> str:
+    """The report as markdown: headline, reproducer, then the op table (``shown_table``)."""
+    from mluverify.dump import shown_table
+
+    shown = shown_table(diff, all_ops)
+    parts = [f"# dump-diff {diff.dump_dir}", "", headline(diff), ""]
+    if diff.reproducer:
+        parts += ["```", diff.reproducer, "```", ""]
+    if len(shown) < len(diff.table):
+        parts += [f"{len(diff.table) - len(shown)} of the harness's own copies and device moves "
+                  f"left out (`--all-ops` lists them).", ""]
+    parts.append(markdown_table(shown))
+    return "\n".join(parts)
+
+
+def to_html(diff: DumpDiff) -> str:
+    """The dump-diff page, in the look of every mluverify page: the headline as its banner,
+    the reproducer (copy button), and the op table (harness copies behind a switch)."""
+    from mluverify.dump import shown_table
+
+    table = diff.table.assign(
+        judged=diff.table["own_passed"].map({True: "within bound", False: "breaks bound"}).fillna("not judged"),
+        hidden=~diff.table.index.isin(shown_table(diff).index),
+    )
+    counts = table["judged"].value_counts()
+    chips = [Chip(label, int(counts.get(label, 0)), "ops") for label in JUDGED]
+    tone = {"blamed": "bad", "unexplained": "bad", "clean": "good"}[diff.verdict]
+    spec = TableSpec(shown=SHOWN_COLUMNS, tone="judged", order=JUDGED, long={"inputs": 24}, hide="hidden",
+                     hide_label=f"show the harness's copies and device moves ({int(table['hidden'].sum())})",
+                     page=1000)
+    facts = [("dump", diff.dump_dir), ("mode", diff.mode), ("judged by", f"{diff.metric} <= {diff.bound:g}"),
+             ("output's total error", diff.output_rel_mse)]
+    if diff.case is not None:
+        facts += [("case", f"{diff.case.status}: {diff.case.metric} {_number(diff.case.value)}, "
+                           f"bound {_number(diff.case.bound)}")]
+    sections = [("Dump", html_facts(facts))]
+    if diff.reproducer:
+        sections.append(("Reproducer of the first offender", html_code(diff.reproducer)))
+    sections.append(("Ops in execution order", html_table(table, "ops", spec)))
+    return html_page(f"mluverify dump-diff: {diff.dump_dir.name}", html_banner(headline(diff), tone, chips), sections)
+
+
+JUDGED = ("breaks bound", "within bound", "not judged")
+# The page's op table (the CSV has every column).
+SHOWN_COLUMNS = ("seq", "path", "op", "judged", "inputs", "own_rel_mse", "inherited_rel_mse", "total_rel_mse",
+                 "bound", "nan_mismatch", "own_max_abs", "own_max_rel", "own_cosine", "cpu_error")
+
+
+def write_dump_diff_pages(diff: DumpDiff, outdir: str | os.PathLike[str], all_ops: bool = False) -> list[Path]:
+    """Write the CSV (every op), markdown and HTML reports into ``outdir``; their paths."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    csv_path, md_path, html_path = (outdir / name for name in OUTPUTS)
+    diff.table.to_csv(csv_path, index=False)
+    md_path.write_text(to_markdown(diff, all_ops), encoding="utf-8")
+    html_path.write_text(to_html(diff), encoding="utf-8")
+    return [csv_path, md_path, html_path]

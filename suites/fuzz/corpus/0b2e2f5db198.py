@@ -1,0 +1,44 @@
+"""mluverify fuzz finding 0b2e2f5db198: deviation on mlu:cnml.
+
+output [0]: dtype mismatch: actual float16 vs expected float32; dtype mismatch: actual float16 vs expected float32
+Re-run: python 0b2e2f5db198.py
+"""
+import torch
+
+INPUTS = [
+    torch.tensor([0.0, 0.0, 0.0, 0.0, -1.8637255430221558, -1.537679672241211, 0.3333333432674408, -2.019216537475586, 0.6329418420791626, -1.729495882987976, 9.999999747378752e-06, -1.0834399461746216, 1.4513837099075317, -3.0, -2.7898359298706055, 2.0044963359832764, -2.885272979736328, -2.4214017391204834, 0.09687275439500809, -2.0694334506988525, -0.8699328899383545, 2.0776255130767822, -1.4598493576049805, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]).reshape([2, 4, 4, 6]),
+    torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 0.0]).reshape([1, 1, 6]),
+]
+
+
+def program(x0, x1):
+    v0 = x0.to(torch.float16)
+    v1 = torch.maximum(v0, x1)
+    return (v1,)
+
+
+def program_float64(x0, x1):
+    v0 = x0.to(torch.float16).to(torch.float64)
+    v1 = torch.maximum(v0, x1)
+    return (v1,)
+
+
+def on_target(fn, args):
+    from mluverify.cli.fuzz import TargetRunner  # mlu:cnml needs mluverify
+    from mluverify.fuzz.program import Program
+    import json
+    return TargetRunner()(Program.from_json(json.loads('{"format": "mluverify-fuzz-program", "version": 1, "inputs": [[2, 4, 4, 6], [1, 1, 6]], "nodes": [{"op": "cast", "args": ["x0"], "params": {"dtype": "float16"}}, {"op": "maximum", "args": ["v0", "x1"], "params": {}}]}')), args, "mlu:cnml")
+
+
+def rel_mse(actual, expected):
+    actual, expected = actual.double(), expected.double()
+    return float(((actual - expected) ** 2).sum().sqrt() / expected.pow(2).sum().sqrt().clamp_min(1e-30))
+
+
+if __name__ == "__main__":
+    reference = program(*(x.clone() for x in INPUTS))
+    golden = program_float64(*(x.double() for x in INPUTS))
+    actual = on_target(program, [x.clone() for x in INPUTS])
+    for index, (a, e, g) in enumerate(zip(actual, reference, golden)):
+        print(f"output {index} {tuple(e.shape)} {e.dtype} (mlu:cnml: {tuple(a.shape)} {a.dtype}): mlu:cnml vs float64 rel_mse {rel_mse(a, g):.3g}, "
+              f"CPU vs float64 {rel_mse(e, g):.3g}, mlu:cnml vs CPU {rel_mse(a, e):.3g}")

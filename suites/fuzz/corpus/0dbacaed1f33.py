@@ -1,0 +1,55 @@
+"""mluverify fuzz finding 0dbacaed1f33: deviation on ort:cpu.
+
+output [0]: rel_mse 0.8 > bound 0.02 (policy:cnml); golden: device rel_mse 0.8 > k x reference 0 + floor = 1.192e-07 (k = 3, floor = 1.19e-07; policy:golden)
+Re-run: python 0dbacaed1f33.py
+"""
+import torch
+
+INPUTS = [
+    torch.tensor([0.0]).reshape([1]),
+]
+
+
+def program(x0):
+    v0 = torch.sigmoid(x0)
+    v1 = torch.reshape(v0, [-1])
+    v2 = v0.add_(2.0)
+    return (v1, v2,)
+
+
+def program_float64(x0):
+    v0 = torch.sigmoid(x0)
+    v1 = torch.reshape(v0, [-1])
+    v2 = v0.add_(2.0)
+    return (v1, v2,)
+
+
+def on_target(fn, args):
+    import io
+    import onnxruntime  # torch and onnxruntime only
+
+    class Program(torch.nn.Module):
+        def forward(self, *xs):
+            return fn(*xs)
+
+    model = io.BytesIO()
+    torch.onnx.export(Program(), tuple(a.clone() for a in args), model, dynamo=False, opset_version=17,
+                      input_names=[f"x{i}" for i in range(len(args))])
+    session = onnxruntime.InferenceSession(model.getvalue(), providers=["CPUExecutionProvider"])
+    wanted = {i.name for i in session.get_inputs()}
+    feeds = {f"x{i}": a.numpy() for i, a in enumerate(args) if f"x{i}" in wanted}
+    return [torch.from_numpy(value) for value in session.run(None, feeds)]
+
+
+def rel_mse(actual, expected):
+    actual, expected = actual.double(), expected.double()
+    return float(((actual - expected) ** 2).sum().sqrt() / expected.pow(2).sum().sqrt().clamp_min(1e-30))
+
+
+if __name__ == "__main__":
+    reference = program(*(x.clone() for x in INPUTS))
+    golden = program_float64(*(x.double() for x in INPUTS))
+    actual = on_target(program, [x.clone() for x in INPUTS])
+    for index, (a, e, g) in enumerate(zip(actual, reference, golden)):
+        print(f"output {index} {tuple(e.shape)} {e.dtype} (ort:cpu: {tuple(a.shape)} {a.dtype}): ort:cpu vs float64 rel_mse {rel_mse(a, g):.3g}, "
+              f"CPU vs float64 {rel_mse(e, g):.3g}, ort:cpu vs CPU {rel_mse(a, e):.3g}")

@@ -1,0 +1,45 @@
+"""mluverify fuzz finding 331d2ec61b7d: deviation on mlu:cnml.
+
+output [1]: dtype mismatch: actual float16 vs expected float32; dtype mismatch: actual float16 vs expected float32
+Re-run: python 331d2ec61b7d.py
+"""
+import torch
+
+INPUTS = [
+    torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0798701047897339, -1.100000023841858, -1.4983001947402954, -0.9256804585456848, -0.9586360454559326, -2.851957082748413, -2.307708740234375, -2.6100285053253174, -1.2526562213897705, -9.999999747378752e-06, -1.1920928955078125e-07, -1.5, -1.0, 0.2375597208738327, 0.15393628180027008, -1.952202558517456, 1.1920928955078125e-07, -2.4178409576416016, -2.141772985458374, -1.6960649490356445, -0.852249801158905, -2.240724802017212, 1.1970793008804321, 0.01691626012325287, -2.220446049250313e-16, -2.6630828380584717, -1.5857242345809937, -1.7242225408554077, 2.725700855255127, 1.5654784440994263, -2.467736005783081, -1.0524927377700806, 9.999999974752427e-07, 1.4722567796707153, 1.0490988492965698, -2.7442920207977295, 1.1920928955078125e-07, 2.434657335281372, -0.6227800250053406, 2.418012857437134, 1.944246768951416, 0.44226646423339844, -1.0, 1.3821710348129272, -1.100000023841858, -0.594730794429779, -2.112304925918579, 0.8844848275184631, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]).reshape([4, 5, 2, 6]),
+]
+
+
+def program(x0):
+    v0 = x0.to(torch.float16)
+    v1 = torch.relu(v0)
+    v2 = torch.exp(x0)
+    return (v1, v2,)
+
+
+def program_float64(x0):
+    v0 = x0.to(torch.float16).to(torch.float64)
+    v1 = torch.relu(v0)
+    v2 = torch.exp(x0)
+    return (v1, v2,)
+
+
+def on_target(fn, args):
+    from mluverify.cli.fuzz import TargetRunner  # mlu:cnml needs mluverify
+    from mluverify.fuzz.program import Program
+    import json
+    return TargetRunner()(Program.from_json(json.loads('{"format": "mluverify-fuzz-program", "version": 1, "inputs": [[4, 5, 2, 6]], "nodes": [{"op": "cast", "args": ["x0"], "params": {"dtype": "float16"}}, {"op": "relu", "args": ["v0"], "params": {}}, {"op": "exp", "args": ["x0"], "params": {}}]}')), args, "mlu:cnml")
+
+
+def rel_mse(actual, expected):
+    actual, expected = actual.double(), expected.double()
+    return float(((actual - expected) ** 2).sum().sqrt() / expected.pow(2).sum().sqrt().clamp_min(1e-30))
+
+
+if __name__ == "__main__":
+    reference = program(*(x.clone() for x in INPUTS))
+    golden = program_float64(*(x.double() for x in INPUTS))
+    actual = on_target(program, [x.clone() for x in INPUTS])
+    for index, (a, e, g) in enumerate(zip(actual, reference, golden)):
+        print(f"output {index} {tuple(e.shape)} {e.dtype} (mlu:cnml: {tuple(a.shape)} {a.dtype}): mlu:cnml vs float64 rel_mse {rel_mse(a, g):.3g}, "
+              f"CPU vs float64 {rel_mse(e, g):.3g}, mlu:cnml vs CPU {rel_mse(a, e):.3g}")

@@ -1,0 +1,45 @@
+"""mluverify fuzz finding 8f0dca2732e2: deviation on mlu:cnml.
+
+output [0]: dtype mismatch: actual float16 vs expected float32; dtype mismatch: actual float16 vs expected float32
+Re-run: python 8f0dca2732e2.py
+"""
+import torch
+
+INPUTS = [
+    torch.tensor([0.0]).reshape([1]),
+]
+
+
+def program(x0):
+    v0 = torch.relu(x0)
+    v1 = x0.to(torch.float16)
+    v2 = torch.relu(v1)
+    return (v0, v2,)
+
+
+def program_float64(x0):
+    v0 = torch.relu(x0)
+    v1 = x0.to(torch.float16).to(torch.float64)
+    v2 = torch.relu(v1)
+    return (v0, v2,)
+
+
+def on_target(fn, args):
+    from mluverify.cli.fuzz import TargetRunner  # mlu:cnml needs mluverify
+    from mluverify.fuzz.program import Program
+    import json
+    return TargetRunner()(Program.from_json(json.loads('{"format": "mluverify-fuzz-program", "version": 1, "inputs": [[1]], "nodes": [{"op": "relu", "args": ["x0"], "params": {}}, {"op": "cast", "args": ["x0"], "params": {"dtype": "float16"}}, {"op": "relu", "args": ["v1"], "params": {}}]}')), args, "mlu:cnml")
+
+
+def rel_mse(actual, expected):
+    actual, expected = actual.double(), expected.double()
+    return float(((actual - expected) ** 2).sum().sqrt() / expected.pow(2).sum().sqrt().clamp_min(1e-30))
+
+
+if __name__ == "__main__":
+    reference = program(*(x.clone() for x in INPUTS))
+    golden = program_float64(*(x.double() for x in INPUTS))
+    actual = on_target(program, [x.clone() for x in INPUTS])
+    for index, (a, e, g) in enumerate(zip(actual, reference, golden)):
+        print(f"output {index} {tuple(e.shape)} {e.dtype} (mlu:cnml: {tuple(a.shape)} {a.dtype}): mlu:cnml vs float64 rel_mse {rel_mse(a, g):.3g}, "
+              f"CPU vs float64 {rel_mse(e, g):.3g}, mlu:cnml vs CPU {rel_mse(a, e):.3g}")

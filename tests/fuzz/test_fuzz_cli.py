@@ -1,0 +1,34 @@
+"""``mluverify fuzz`` end to end on the planted target: campaign, corpus, replay."""
+import json
+
+import pytest
+import torch
+
+from mluverify.cli import main
+
+
+def test_a_campaign_keeps_its_finding_and_replay_reproduces_it(tmp_path, capsys):
+    corpus = tmp_path / "corpus"
+    argv = ["fuzz", "--target", "planted:fused", "--plugin", "fuzz_planted", "--ops", "transpose,matmul,relu,add,sum",
+            "--seed", "0", "--budget", "200", "--out", str(corpus), "--in-process"]
+    assert main(argv) == 1  # a finding was made
+    out = capsys.readouterr().out
+    assert "planted:fused | 200 |" in out and "transpose -> matmul" in out
+    (case,) = corpus.glob("*.json")
+    data = json.loads(case.read_text())
+    assert data["ops"] == ["transpose", "matmul"] and data["kind"] == "deviation"
+    assert f"-k {case.stem} --mlu-target planted:fused" in data["reproducer"]
+    assert (corpus / f"{case.stem}.py").exists()
+    replay = ["fuzz", "--replay", str(corpus), "--plugin", "fuzz_planted", "--in-process"]
+    assert main(replay) == 1
+    assert f"{case.stem} on planted:fused: reproduces" in capsys.readouterr().out
+    assert main([*replay, "--target", "cpu64:eager"]) == 0  # a correct target does not reproduce it
+    assert "0 of 1 findings reproduce" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_targets_that_cannot_run_here_are_skipped_with_their_reason(capsys):
+    assert main(["fuzz", "--target", "cuda:eager", "--budget", "1"]) == 2
+    out, err = capsys.readouterr()
+    assert "skipped target cuda:eager: " in out
+    assert "none of the targets cuda:eager can run here" in err

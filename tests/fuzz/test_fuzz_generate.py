@@ -1,0 +1,47 @@
+"""Generation is valid by construction: every drawn program runs on the CPU as drawn."""
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+
+from mluverify.errors import InvalidArgument
+from mluverify.fuzz.generate import MAX_INPUTS, MAX_OPS, finite_cases
+from mluverify.fuzz.ops import FAMILIES, OPS, op_set
+from mluverify.fuzz.program import Node, Program, run
+
+
+@settings(max_examples=150, deadline=None, database=None, derandomize=False,
+          suppress_health_check=list(HealthCheck))
+@given(finite_cases())
+def test_every_drawn_program_runs_as_drawn(case):
+    """No candidate that passed the meta check fails at run time, in float32 or float64, and
+    every output is finite (non-finite programs are filtered, never reported)."""
+    program, inputs = case
+    assert 1 <= len(program.inputs) <= MAX_INPUTS and 2 <= len(program.nodes) <= MAX_OPS
+    for golden in (False, True):
+        outputs = run(program, inputs, golden=golden)
+        assert len(outputs) == len(program.outputs)
+        assert all(bool(torch.isfinite(o).all()) for o in outputs)
+    assert [tuple(x.shape) for x in inputs] == list(program.inputs)
+
+
+def test_every_family_has_ops_and_every_op_a_family():
+    assert {op.family for op in OPS} == set(FAMILIES)
+
+
+def test_an_unknown_op_is_named():
+    with pytest.raises(InvalidArgument, match="unknown fuzz op or op family 'matmull'"):
+        op_set(["matmul", "matmull"])
+
+
+def test_a_family_selects_its_ops_and_an_op_name_wins_over_a_family():
+    assert {op.name for op in op_set(["norm"])} == {"layer_norm", "rms_norm", "group_norm"}
+    assert {op.name for op in op_set(["softmax"])} == {"softmax"}
+
+
+def test_in_place_ops_leave_the_callers_inputs_alone():
+    program = Program(((2, 3),), (Node("relu", ("x0",)), Node("mul_", ("v0",), {"s": 2.0})))
+    x = torch.tensor([[-1.0, 2.0, 3.0], [4.0, -5.0, 6.0]])
+    before = x.clone()
+    (out,) = run(program, [x])
+    assert torch.equal(x, before)
+    assert torch.equal(out, torch.relu(before) * 2)

@@ -1,0 +1,104 @@
+"""The strategies search over values: a failure shrinks to a minimal shape *and* minimal values,
+replays from the example database, and ``search_score`` gives ``hypothesis.target`` a score
+that moves where Cambricon's eps rule zeroes the judged value."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis.database import InMemoryExampleDatabase
+
+from mluverify.strategies import DISTRIBUTIONS, NONFINITE, search_score, shapes, tensors, values
+
+# phases named: the repo profile "ci" (the default parent) does not shrink
+SEARCH = settings(max_examples=300, database=None, deadline=None, derandomize=True, phases=list(Phase),
+                  suppress_health_check=list(HealthCheck))
+
+
+def _relu_wrong_at_negative_zero(x: torch.Tensor) -> torch.Tensor:
+    out = torch.relu(x)
+    negative_zero = (x == 0) & torch.signbit(x)
+    return torch.where(negative_zero, torch.ones_like(x), out)
+
+
+def _relu_wrong_on_interval(x: torch.Tensor) -> torch.Tensor:
+    out = torch.relu(x)
+    return torch.where((x >= 0.5) & (x < 0.501), out + 1, out)
+
+
+def _differs(buggy) -> callable:
+    return lambda x: not torch.equal(buggy(x), torch.relu(x))
+
+
+def test_a_bug_only_at_negative_zero_shrinks_to_one_negative_zero():
+    # "normal": its seeded part never holds -0.0, so only a drawn element (a probe) can fail, and
+    # drawn elements are what shrinks (a failure in the seeded part shrinks in shape and seed only)
+    shrunk = find(tensors(shapes(), distributions=("normal",)), _differs(_relu_wrong_at_negative_zero),
+                  settings=SEARCH)
+    assert shrunk.shape == (1,)
+    assert shrunk.item() == 0.0 and math.copysign(1.0, shrunk.item()) == -1.0
+
+
+def test_a_bug_on_an_interval_of_width_1e_3_shrinks_to_one_element_at_its_simplest_value():
+    shrunk = find(tensors(shapes()), _differs(_relu_wrong_on_interval), settings=SEARCH)
+    assert shrunk.shape == (1,)
+    # hypothesis shrinks a float towards the simplest one: 0.5 is the simplest in [0.5, 0.501)
+    assert shrunk.item() == 0.5
+
+
+def test_a_failure_replays_first_from_the_example_database():
+    database = InMemoryExampleDatabase()
+    seen: list[torch.Tensor] = []
+
+    @settings(SEARCH, database=database, derandomize=False)
+    @given(x=tensors(shapes()))
+    def relu_test(x):
+        seen.append(x)
+        assert not _differs(_relu_wrong_on_interval)(x)
+
+    with pytest.raises(AssertionError):
+        relu_test()
+    shrunk = seen[-1]
+    seen.clear()
+    with pytest.raises(AssertionError):
+        relu_test()
+    assert torch.equal(seen[0], shrunk) and seen[0].shape == (1,)
+
+
+@settings(SEARCH, max_examples=60, phases=[Phase.generate])
+@given(x=tensors(shapes(max_side=30), distributions=(*DISTRIBUTIONS, NONFINITE), low=-2.0, high=3.0,
+                 grid="float16"))
+def test_tensors_keep_the_domain_and_the_float16_grid(x):
+    finite = x[torch.isfinite(x)]
+    assert x.dtype == torch.float32
+    assert ((finite >= -2.0) & (finite <= 3.0)).all()
+    assert torch.equal(finite, finite.half().float())
+
+
+def test_special_values_include_negative_zero_and_float32_subnormals():
+    drawn = find(values("special"), lambda v: 0 < abs(v) < np.finfo(np.float32).tiny, settings=SEARCH)
+    assert drawn == np.finfo(np.float32).smallest_subnormal or 0 < abs(drawn) < np.finfo(np.float32).tiny
+    assert math.copysign(1.0, find(values("special"), lambda v: v == 0 and math.copysign(1, v) < 0,
+                                   settings=SEARCH)) == -1.0
+
+
+def test_a_transposed_view_is_drawn_among_the_layouts():
+    assert not find(tensors(shapes(min_dims=2, min_side=2)), lambda x: not x.is_contiguous(),
+                    settings=SEARCH).is_contiguous()
+
+
+def test_an_unknown_distribution_names_the_valid_ones():
+    with pytest.raises(ValueError, match="unknown distribution 'gauss'.*normal"):
+        values("gauss")
+
+
+@pytest.mark.parametrize("diagnostics, value, score", [
+    # sqnr 40 dB: ||e - a|| / ||e|| = 10^(-40/20) = 0.01, whatever the eps-zeroed judged value
+    ({"sqnr_db": 40.0}, 0.0, 0.01),
+    ({"sqnr_db": math.inf}, 0.0, 0.0),           # bit-identical
+    ({}, 3.0, 3.0),                               # exact metric: elements that differ
+    ({"sqnr_db": -math.inf}, 0.0, np.finfo(np.float64).max),  # zero reference, non-zero error
+])
+def test_the_search_score_is_the_raw_relative_error(diagnostics, value, score):
+    assert search_score(diagnostics, value) == pytest.approx(score, rel=1e-12)
