@@ -5,6 +5,10 @@ torch. The pytest plugin is ``mluverify.pytest_plugin.plugin``, installed as the
 point named ``mluverify``: ``pytest -p mluverify`` loads it by that name (pytest looks entry
 points up first) and pytest also autoloads it; it stays inert in runs that record nothing.
 ``import mluverify.device`` registers the emulated device (and imports torch).
+
+PYTEST_DONT_REWRITE: the package is the tool, not test code, and ``mluverify run`` imports it
+before it starts pytest in the same process; this marker tells pytest not to rewrite its asserts
+(else pytest warns at every run that the already imported module cannot be rewritten).
 """
 from __future__ import annotations
 

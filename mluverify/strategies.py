@@ -22,7 +22,6 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from mluverify.judge._metrics import raw_rel_mse_from_sqnr_db
 
 # How values are spread: every op suite draws from these unless the op restricts its domain.
 DISTRIBUTIONS = ("normal", "wide_uniform", "outliers", "special")
@@ -164,9 +163,8 @@ def tensors(draw, shape_strategy=None, *, distributions: Sequence[str] = DISTRIB
 
 def search_score(diagnostics: Mapping[str, float], value: float) -> float:
     """What ``hypothesis.target`` should climb for one verdict: the raw relative error
-    (rel_mse without Cambricon's eps rule, from ``sqnr_db``), which moves where the judged
+    (``raw_rel_mse``, rel_mse without Cambricon's eps rule), which moves where the judged
     rel_mse is zeroed; else the judged ``value`` (e.g. exact: elements that differ).
     Non-finite scores become the largest float, since ``target`` takes finite numbers only."""
-    sqnr_db = diagnostics.get("sqnr_db")
-    score = value if sqnr_db is None else raw_rel_mse_from_sqnr_db(sqnr_db)
+    score = diagnostics.get("raw_rel_mse", value)
     return score if math.isfinite(score) else np.finfo(np.float64).max

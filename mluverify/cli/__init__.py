@@ -1,7 +1,9 @@
-"""The ``mluverify`` command: a thin shell over the same plugin manager and hooks as pytest.
+"""The ``mluverify`` command, a front end beside the pytest plugin.
 
-Each sub-command lives beside the feature it drives and exposes ``register(subparsers)``,
-which adds its parser and sets ``func`` (``args -> exit code``).
+``mluverify run`` is pytest with the plugin (``pytest.main``); the other sub-commands work on
+runs and dumps through the report and the Dumper, each command building its own plugin manager
+where it calls hooks. One module per sub-command in this package, each exposing
+``register(subparsers)``, which adds its parser and sets ``func`` (``args -> exit code``).
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ COMMANDS: tuple[str, ...] = (
     "mluverify.cli.capture",
     "mluverify.cli.exec",
     "mluverify.cli.fuzz",
+    "mluverify.cli.expectations",
+    "mluverify.cli.parity",
 )
 
 

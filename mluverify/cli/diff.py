@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mluverify.cli._options import key_number
+
 
 def register(subparsers: "argparse._SubParsersAction") -> None:
     parser = subparsers.add_parser("diff", help="regression report of run NEW against run BASE",
@@ -16,10 +18,10 @@ def register(subparsers: "argparse._SubParsersAction") -> None:
     parser.add_argument("base", type=Path, metavar="BASE", help="baseline run directory or records.parquet")
     parser.add_argument("new", type=Path, metavar="NEW", help="new run directory or records.parquet")
     parser.add_argument("--out", type=Path, help="where to write diff.md and diff.html (default: NEW's directory)")
-    parser.add_argument("--regress-factor", type=float, default=None,
+    parser.add_argument("--regress-factor", type=key_number("regress_factor"), default=None,
                         help="a case worsened when its judged metric grew by more than this factor "
                              "(default: [tool.mluverify] regress_factor)")
-    parser.add_argument("--noise-floor", type=float, default=None,
+    parser.add_argument("--noise-floor", type=key_number("noise_floor"), default=None,
                         help="values below this are compared as if equal to it "
                              "(default: [tool.mluverify] noise_floor)")
     parser.set_defaults(func=run)

@@ -16,8 +16,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "output breaks the tolerance) but no op's own error explains it, 0 otherwise.")
     parser.add_argument("dump_dir", metavar="DUMP_DIR", help="a dump made with use_cpu=True")
     parser.add_argument("--mode", default=None, choices=[m for m in POLICIES if m != "exact"],
-                        help="tolerance policy judging each op's own error (default: the dumped "
-                             "case's mode for a run's dump, else cnnl)")
+                        help="tolerance policy judging each op's own error (default: for a run's "
+                             "dump, the dumped case's own resolved tolerance: marker, hook, config "
+                             "or policy; else cnnl)")
     parser.add_argument("--out", metavar="DIR", default=None,
                         help="where to write dump_diff.{csv,md,html} (default: DUMP_DIR)")
     parser.add_argument("--all-ops", action="store_true",

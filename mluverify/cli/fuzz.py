@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import argparse
 import functools
+import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 DEFAULT_TARGETS = ("mlu:cnnl", "mlu:cnml")
+# Back ends whose ops run on a torch device the Dumper sees op by op (culprit ops, docs/fuzzing.md).
+DUMPABLE_BACKENDS = frozenset({"mlu"})
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,6 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", metavar="DIR", default=None, help="corpus directory the findings go to")
     parser.add_argument("--replay", metavar="CORPUS", default=None,
                         help="re-judge every finding of a corpus (on its own target, or on --target)")
+    parser.add_argument("--retire-fixed", action="store_true",
+                        help="with --replay: move the findings that no longer reproduce on their own "
+                             "target into CORPUS/fixed/ (regressions every target must pass)")
     parser.add_argument("--merge", nargs="+", metavar="CORPUS", default=None,
                         help="merge shards' corpora into --out (deduplicated by signature)")
     parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
@@ -43,6 +49,8 @@ def _run(args: argparse.Namespace) -> int:
     from mluverify.fuzz.campaign import Budget
     from mluverify.fuzz.ops import op_set
 
+    if args.retire_fixed and not args.replay:
+        raise InvalidArgument("--retire-fixed needs --replay CORPUS")
     if args.merge:
         if not args.out:
             raise InvalidArgument("--merge needs --out DIR, the merged corpus")
@@ -50,12 +58,41 @@ def _run(args: argparse.Namespace) -> int:
 
         read, kept = merge(args.merge, args.out)
         print(f"merged {read} findings of {len(args.merge)} corpora into {kept} distinct ones in {args.out}")
+        _write_page(args.out, args.out)
         return 0
     ops = op_set([name.strip() for name in args.ops.split(",") if name.strip()])
     budget = Budget.parse(args.budget)
     if args.replay:
-        return _replay(args)
-    return _campaign(args, ops, budget)
+        status = _replay(args)
+        if args.out:
+            _write_page(args.replay, args.out)
+        return status
+    status = _campaign(args, ops, budget)
+    if args.out:
+        _write_page(args.out, args.out)
+    return status
+
+
+def page_rows(corpus: str | Path) -> list[dict[str, Any]]:
+    """One ``mluverify.report.fuzz_page`` row per finding of ``corpus`` (open, then fixed)."""
+    from mluverify.fuzz.corpus import FIXED, load_corpus
+    from mluverify.report.fuzz_page import FIXED as FIXED_STATE, OPEN
+
+    corpus = Path(corpus)
+    fixed_dir = corpus / FIXED
+    kept = [(OPEN, corpus, f) for f in load_corpus(corpus)] + (
+        [(FIXED_STATE, fixed_dir, f) for f in load_corpus(fixed_dir)] if fixed_dir.is_dir() else [])
+    return [{"signature": f.signature, "state": state, "target": f.judgement.target, "kind": f.judgement.kind,
+             "culprit": f.culprit or "", "ops": " -> ".join(f.program.ops), "hits": f.hits,
+             "seed": f.seed, "reason": f.judgement.reason, "graph": f.program.source(),
+             "reproducer": f.reproducer(folder), "script": f"python {folder / f.signature}.py"}
+            for state, folder, f in kept]
+
+
+def _write_page(corpus: str | Path, out: str | Path) -> None:
+    from mluverify.report.fuzz_page import write_fuzz_page
+
+    print(f"fuzz page: {write_fuzz_page(page_rows(corpus), str(corpus), out)}")
 
 
 class TargetRunner:
@@ -94,6 +131,27 @@ class TargetRunner:
         args = tuple(x.clone() for x in inputs)
         return backend.execute(program.callable(), args, {}, case=case).output
 
+    def culprit(self, program: Any, inputs: Sequence[Any], target: str) -> str | None:
+        """The first op whose own error breaks ``target``'s bound, by the Dumper's dump-diff of
+        the program's run there; None for a target the Dumper cannot see into (compiled or
+        exported graphs: ``cpu:inductor``, ``ort:cpu``), where no op is blamed (under the Dumper
+        ``mlu:cnml`` runs its ops one by one, not its fused groups, so a fused-only bug does not
+        show) or where the dumped run fails."""
+        from mluverify.dump import Dumper, dump_diff
+
+        if self.registry.resolve(target)[0].backend not in DUMPABLE_BACKENDS:
+            return None
+        with tempfile.TemporaryDirectory() as scratch:
+            try:
+                with Dumper(Path(scratch) / "dump", use_cpu=True) as dumper:
+                    self(program, inputs, target)
+                diff = dump_diff(dumper.path, mode=self.policy(target))
+            except Exception:  # noqa: BLE001 (no blame is a signature by op sequence, not a failed campaign)
+                return None
+            if diff.first_offender is None:
+                return None
+            return str(diff.table.set_index("seq").loc[diff.first_offender, "op"])
+
 
 def _runner(args: argparse.Namespace):
     from mluverify.fuzz.isolation import IsolatedRunner
@@ -128,7 +186,9 @@ def _campaign(args: argparse.Namespace, ops, budget) -> int:
     known = load_corpus(args.out) if args.out and Path(args.out).is_dir() else []
     on_finding = (lambda finding: keep(args.out, finding)) if args.out else (lambda finding: None)
     runner = _runner(args)
-    campaign = Campaign(list(policies), runner, policies, ops=ops, on_finding=on_finding, known=known)
+    # The Dumper runs in this process: only on targets it sees into, which are not compiled code.
+    campaign = Campaign(list(policies), runner, policies, ops=ops, on_finding=on_finding, known=known,
+                        culprit=TargetRunner(args.plugin).culprit)
     try:
         findings = campaign.run(args.seed, budget)
     finally:
@@ -144,7 +204,8 @@ def _campaign(args: argparse.Namespace, ops, budget) -> int:
               f"{stats.torchfuzz_cleared}")
     for finding in findings:
         judgement = finding.judgement
-        print(f"finding {finding.signature} {judgement.kind} on {judgement.target} (seed {finding.seed}): "
+        blamed = f", culprit {finding.culprit}" if finding.culprit else ""
+        print(f"finding {finding.signature} {judgement.kind} on {judgement.target} (seed {finding.seed}{blamed}): "
               f"{' -> '.join(finding.program.ops)}; {judgement.reason}")
         if args.out:
             print(f"  {finding.reproducer(args.out)}")
@@ -152,9 +213,12 @@ def _campaign(args: argparse.Namespace, ops, budget) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from mluverify.fuzz.corpus import load_corpus
+    from mluverify.errors import InvalidArgument
+    from mluverify.fuzz.corpus import load_corpus, retire
     from mluverify.fuzz.differential import judge
 
+    if args.retire_fixed and args.target:
+        raise InvalidArgument("--retire-fixed re-judges each finding on its own target: drop --target")
     findings = load_corpus(args.replay)
     targets = sorted({t for f in findings for t in (args.target or [f.judgement.target])})
     policies = _available(targets, args.plugin) if targets else {}
@@ -168,6 +232,8 @@ def _replay(args: argparse.Namespace) -> int:
                 judgement = judge(finding.program, finding.inputs, target, runner, policies[target])
                 reproduced += judgement.is_finding
                 state = "reproduces" if judgement.is_finding else "no longer fails"
+                if args.retire_fixed and not judgement.is_finding:
+                    state += f", moved to {retire(args.replay, finding)}"
                 print(f"{finding.signature} on {target}: {state} ({judgement.kind}: {judgement.reason})")
     finally:
         getattr(runner, "close", lambda: None)()

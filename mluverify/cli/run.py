@@ -3,7 +3,7 @@
 The same as ``pytest -p mluverify [PATH...] -n auto --mlu-report DIR``: without paths, pytest's
 own choice (the project's ``testpaths``, else the current directory). JUnit XML is written into
 the report directory with the run. Extra arguments after ``--`` go to pytest unchanged; the
-exit code is pytest's.
+exit code is pytest's, except that its usage error (4) is 2 like every usage error here.
 """
 from __future__ import annotations
 
@@ -58,4 +58,7 @@ def _check_paths(paths: list[str]) -> None:
 def run(args: argparse.Namespace) -> int:
     import pytest
 
-    return int(pytest.main(pytest_arguments(args)))
+    code = pytest.main(pytest_arguments(args))
+    # pytest has printed its usage error (an unknown target, a bad --mlu-* value); exit 2 like
+    # every usage error of this command.
+    return 2 if code == pytest.ExitCode.USAGE_ERROR else int(code)

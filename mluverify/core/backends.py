@@ -31,7 +31,9 @@ class Execution:
     ``"layer-by-layer"`` (a fused mode that ran op by op); ``not_fused_reason`` says why a fused
     mode did not fuse everything. ``info``: facts about the device for the record, keyed by
     record column (``mluverify.report.records.PROVENANCE_COLUMNS``: ``device_impl``,
-    ``core_version``, ``core_number``, ``compile_s``, ``graph_breaks``, ``recompiles``).
+    ``core_version``, ``core_number``, ``compile_s``, ``graph_breaks``, ``recompiles``), and
+    ``quant``: the bit width (``"int8"``) of an already quantized module, which a case naming
+    none takes (``mluverify.core.pipeline.with_quant``).
     """
 
     output: Any

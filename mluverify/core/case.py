@@ -35,7 +35,8 @@ class Case:
     ``quant`` is ``""``, ``"int8"`` or ``"int16"``. ``core_version`` is the device variant the
     back end runs the case on (for the MLU its core version, ``"MLU270"``; ``""`` the back
     end's default). ``aten_ops`` names the ATen ops that implement the op under test
-    (``"aten::clamp.Tensor"``; empty: inferred from ``op``, see ``mluverify.core.provenance``).
+    (``"aten::clamp.Tensor"``; empty: learnt from what the case's callable dispatched on the CPU,
+    see ``mluverify.core.provenance``).
     """
 
     case_id: str

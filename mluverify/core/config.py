@@ -12,6 +12,10 @@ from mluverify.device_keys import parse_device_keys, tool_table
 from mluverify.errors import ConfigError
 from mluverify.project import find_rootdir, pyproject_of
 
+# The bounds of the numeric keys (low, high; None: unbounded), shared by the options that override them.
+NUMBER_BOUNDS: Mapping[str, tuple[float, float | None]] = {
+    "regress_factor": (1.0, None), "noise_floor": (0.0, None), "determinism_share": (0.0, 1.0)}
+
 KNOWN_KEYS = {"targets", "report_dir", "regress_factor", "noise_floor", "tolerances", "waivers",
               "allow", "skip", "core_versions", "determinism_share", "golden", "device_count", "fallback"}
 
@@ -64,15 +68,14 @@ def parse_settings(table: Mapping[str, Any], source: str = "[tool.mluverify]") -
     return Settings(
         targets=_strings(table, "targets", defaults.targets, source, non_empty=True),
         report_dir=_typed(table, "report_dir", str, defaults.report_dir, source),
-        regress_factor=_number(table, "regress_factor", defaults.regress_factor, source, low=1.0),
-        noise_floor=_number(table, "noise_floor", defaults.noise_floor, source, low=0.0),
-        tolerances=ToleranceTable(_typed(table, "tolerances", dict, {}, source)),
+        regress_factor=_number(table, "regress_factor", defaults.regress_factor, source),
+        noise_floor=_number(table, "noise_floor", defaults.noise_floor, source),
+        tolerances=ToleranceTable(_typed(table, "tolerances", dict, {}, source), source),
         waivers=parse_waivers(_typed(table, "waivers", dict, {}, source), source),
         allow=_statuses(table, "allow", source),
         skip=_statuses(table, "skip", source),
         core_versions=_strings(table, "core_versions", defaults.core_versions, source),
-        determinism_share=_number(table, "determinism_share", defaults.determinism_share, source,
-                                  low=0.0, high=1.0),
+        determinism_share=_number(table, "determinism_share", defaults.determinism_share, source),
         golden=parse_golden_rules(_typed(table, "golden", dict, {}, f"{source}.golden"), f"{source}.golden"),
         **vars(parse_device_keys(table, source)),
     )
@@ -85,12 +88,26 @@ def _typed(table: Mapping[str, Any], key: str, kind, default, source: str):
     return value
 
 
-def _number(table: Mapping[str, Any], key: str, default: float, source: str, *, low: float,
-            high: float | None = None) -> float:
+def bounds_problem(value: float, key: str) -> str | None:
+    """What is wrong with ``value`` for the numeric ``[tool.mluverify] key`` (or an option that
+    overrides it), e.g. ``"must be >= 1"``; None when it lies within the key's bounds."""
+    low, high = NUMBER_BOUNDS[key]
+    return out_of_bounds(value, low, high)
+
+
+def out_of_bounds(value: float, low: float, high: float | None = None) -> str | None:
+    """``"must be ..."`` when ``value`` lies outside ``[low, high]`` (``high`` None: no upper
+    bound; NaN is outside), else None."""
+    if value >= low and (high is None or value <= high):
+        return None
+    return f"must be >= {low:g}" if high is None else f"must be between {low:g} and {high:g}"
+
+
+def _number(table: Mapping[str, Any], key: str, default: float, source: str) -> float:
     value = float(_typed(table, key, (int, float), default, source))
-    if not (value >= low and (high is None or value <= high)):
-        allowed = f">= {low:g}" if high is None else f"between {low:g} and {high:g}"
-        raise ConfigError(f"{source}: [tool.mluverify] {key} = {value:g} must be {allowed}")
+    problem = bounds_problem(value, key)
+    if problem:
+        raise ConfigError(f"{source}: [tool.mluverify] {key} = {value:g} {problem}")
     return value
 
 

@@ -16,7 +16,7 @@ The probe's results are *leaves*, each judged and recorded by the pipeline
 ``x.grad`` for an input named ``x`` in ``fn``'s signature, ``conv1.weight.grad`` for a
 parameter) and ``"param"`` (leaf ``conv1.weight``: the parameter after the optimizer step). A
 gradient is ``not_on_device`` when the op under test or its backward ran on the CPU
-(``ops_on_cpu``). torch is imported only when a case runs.
+(``ops_on_cpu``; which ops those are, the pipeline learns from the CPU reference run). torch is imported only when a case runs.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from mluverify.core.case import Case
-from mluverify.core.provenance import is_op_under_test, ops_under_test_on_cpu
+from mluverify.core.provenance import Dispatched, is_declared, ops_under_test_on_cpu
 
 OUTPUT, GRAD, PARAM = "output", "grad", "param"
 
@@ -67,14 +67,16 @@ def probe_leaves(probe: Any, args: tuple, kwargs: Mapping[str, Any], actual: tup
     return leaves
 
 
-def ops_on_cpu(kind: str, case: Case, fallback_ops: tuple[str, ...]) -> tuple[str, ...]:
-    """The op under test among the fallbacks: its forward ops for the output, and for a gradient
-    also its backward (``aten::convolution_backward_overrideable`` for ``conv2d``)."""
-    forward = [op for op in fallback_ops if "_backward" not in op]
+def ops_on_cpu(kind: str, case: Case, fallback_ops: tuple[str, ...], dispatched: Dispatched | None) -> tuple[str, ...]:
+    """The op under test among the fallbacks (``mluverify.core.provenance``): for the output its
+    forward, for a gradient its backward too (with declared ``aten_ops``, their ``_backward``
+    forms: ``aten::convolution_backward_overrideable`` for ``aten::convolution_overrideable``)."""
+    if not case.aten_ops:
+        return ops_under_test_on_cpu(case, fallback_ops, dispatched, gradient=kind != OUTPUT)
     if kind == OUTPUT:
-        return ops_under_test_on_cpu(case, forward)
+        return ops_under_test_on_cpu(case, [op for op in fallback_ops if "_backward" not in op], None)
     return tuple(op for op in fallback_ops
-                 if is_op_under_test(case, op) or ("_backward" in op and is_op_under_test(case, op.replace("_backward", "", 1))))
+                 if is_declared(case, op) or ("_backward" in op and is_declared(case, op.replace("_backward", "", 1))))
 
 
 @functools.lru_cache(maxsize=1)

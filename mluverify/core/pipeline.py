@@ -28,7 +28,7 @@ from mluverify.core.expectations import Waiver
 from mluverify.core.golden import Golden, identical, run_golden
 from mluverify.core.gradients import GRAD, OUTPUT, gradient_probe, ops_on_cpu, probe_leaves
 from mluverify.core.plugin_manager import call_hook
-from mluverify.core.provenance import ops_under_test_on_cpu
+from mluverify.core.provenance import ops_under_test_on_cpu, run_recording
 from mluverify.core.record import Record, make_record
 from mluverify.errors import ConfigError
 from mluverify.judge import Tolerance, Verdict, compare, policy, resolve_tolerance
@@ -85,8 +85,10 @@ class _Comparison:
 
 @dataclass(frozen=True)
 class _Judged:
-    """A case run on its target and judged, not yet decided nor recorded."""
+    """A case run on its target and judged, not yet decided nor recorded: the case as it ran
+    (with the quantization its back end found, ``with_quant``)."""
 
+    case: Case
     execution: Execution
     comparisons: list[_Comparison]
     note: str = ""  # why the golden reference did not judge, when it was asked for
@@ -122,9 +124,11 @@ class Pipeline:
     def _check_tolerance_modes(self) -> None:
         """A tolerance key naming a mode no back end has would never apply: say so at start-up."""
         modes = {mode for backend in self.backends for mode in backend.modes}
-        for key, mode in self.settings.tolerances.modes().items():
+        table = self.settings.tolerances
+        for key, mode in table.modes().items():
             if mode not in modes:
-                raise ConfigError(f"[tool.mluverify.tolerances] key {key!r}: no back end has mode "
+                where = f"{table.source}: " if table.source else ""
+                raise ConfigError(f"{where}[tool.mluverify.tolerances] key {key!r}: no back end has mode "
                                   f"{mode!r}; modes: {', '.join(sorted(modes))}")
 
     def resolve(self, target: Target | str) -> tuple[Target, Backend]:
@@ -150,6 +154,7 @@ class Pipeline:
         except Exception as exc:
             self.write_errored(case, _one_line(exc), time.perf_counter() - started, kind=GRAD if grad else OUTPUT)
             raise
+        case = judged.case
         # compiling is recorded apart (compile_s), so duration_s compares with eager targets
         duration_s = time.perf_counter() - started - (judged.execution.info.get("compile_s") or 0.0)
         if self.dump_case is not None and not grad and not judged.comparisons[0].verdict.passed:
@@ -162,29 +167,33 @@ class Pipeline:
                       marker: Tolerance | float | None, checks: Checks) -> _Judged:
         device_args = cast_floating(args, case.dtype)
         execution = backend.execute(fn, device_args, dict(kwargs), case=case)
+        case = with_quant(case, execution)
         nondeterminism = self._second_run(backend, fn, device_args, kwargs, case, execution)
-        expected = fn(*args, **kwargs)
+        expected, dispatched = run_recording(fn, *args, **kwargs)
         tolerance, golden, note = self._tolerance_and_golden(fn, args, kwargs, case, marker, checks)
         verdict = self._compare(as_reference_dtype(execution.output, case.dtype), expected, golden.output,
                                 tolerance, case, checks)
-        comparison = _Comparison(OUTPUT, verdict, ops_under_test_on_cpu(case, execution.fallback_ops))
-        return _Judged(execution, [comparison], note, nondeterminism)
+        comparison = _Comparison(OUTPUT, verdict, ops_under_test_on_cpu(case, execution.fallback_ops, dispatched))
+        return _Judged(case, execution, [comparison], note, nondeterminism)
 
     def _judge_gradients(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any],
                          case: Case, marker: Tolerance | float | None, checks: Checks,
                          optimizer: Callable | None) -> _Judged:
         probe = gradient_probe(fn, case, optimizer, args, kwargs)
-        probe_args = (probe.upstream(args, kwargs), *args)
+        upstream, forward = run_recording(probe.upstream, args, kwargs)
+        probe_args = (upstream, *args)
         execution = backend.execute(probe, cast_floating(probe_args, case.dtype), dict(kwargs), case=case)
-        expected = copy.deepcopy(probe)(*probe_args, **kwargs)
+        case = with_quant(case, execution)
+        expected, whole = run_recording(copy.deepcopy(probe), *probe_args, **kwargs)
+        dispatched = forward.with_backward(whole)
         tolerance, golden, note = self._tolerance_and_golden(probe, probe_args, kwargs, case, marker, checks)
         comparisons = []
         for leaf in probe_leaves(probe, args, kwargs, as_reference_dtype(execution.output, case.dtype), expected,
                                  golden.output):
             verdict = self._compare(leaf.actual, leaf.expected, leaf.golden, tolerance, case, checks)
             comparisons.append(_Comparison(leaf.kind, replace(verdict, leaf=leaf.name + verdict.leaf),
-                                           ops_on_cpu(leaf.kind, case, execution.fallback_ops)))
-        return _Judged(execution, comparisons, note)
+                                           ops_on_cpu(leaf.kind, case, execution.fallback_ops, dispatched)))
+        return _Judged(case, execution, comparisons, note)
 
     def _second_run(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any],
                     case: Case, first: Execution) -> str:
@@ -203,12 +212,12 @@ class Pipeline:
         _, backend = self.resolve(case.target)
         hook = None if marker is not None else call_hook(self.pm, "mluverify_tolerance", case=case)
         tolerance = resolve_tolerance(op=case.op, dtype=case.dtype, mode=case.mode,
-                                      policy_name=backend.policy(case.mode), marker=marker, hook=hook,
+                                      policy_name=policy_name(backend, case), marker=marker, hook=hook,
                                       table=self.settings.tolerances)
-        golden = run_golden(fn, args, kwargs) if checks.golden or tolerance.golden else Golden()
+        golden = run_golden(fn, args, kwargs) if checks.golden or tolerance.needs_golden else Golden()
         note = f"golden reference unavailable ({golden.unavailable})" if golden.unavailable else ""
-        if tolerance.golden and golden.output is None:
-            tolerance = policy(backend.policy(case.mode))
+        if tolerance.needs_golden and golden.output is None:
+            tolerance = policy(policy_name(backend, case))
             note += f"; judged by {tolerance.source} instead"
         return tolerance, golden, note
 
@@ -229,10 +238,13 @@ class Pipeline:
             not_fused_reason=execution.not_fused_reason if execution.executed_as == "layer-by-layer" else None,
             nondeterminism=judged.nondeterminism,
         ))
-        if status != statuses.PASSED and waiver is not None and not waiver.expired():
-            status, why = statuses.WAIVED, f"{status}: {why or verdict.reason}"
+        concerning = waiver if status != statuses.PASSED else None
+        if concerning is not None and not concerning.expired():
+            # what it was, once: the record's reason adds the verdict's own
+            status, why = statuses.WAIVED, f"{status}: {why}" if why else status
         record = make_record(self.run_id, case, verdict, execution, duration_s, status=status,
-                             why="; ".join(filter(None, (why, judged.note))), kind=comparison.kind)
+                             why="; ".join(filter(None, (why, judged.note))), kind=comparison.kind,
+                             ops_on_cpu=comparison.ops_on_cpu, waiver=concerning)
         self.write(record)
         return Outcome(verdict, record, status, why, waiver)
 
@@ -261,6 +273,23 @@ class Pipeline:
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
+
+
+# The documents' rule for quantized models (int8 / int16): the fused / quantized bound, on any target.
+QUANTIZED_POLICY = "cnml"
+
+
+def policy_name(backend: Backend, case: Case) -> str:
+    """The policy that judges ``case`` by default: ``QUANTIZED_POLICY`` for a quantized case,
+    else its mode's."""
+    return QUANTIZED_POLICY if case.quant else backend.policy(case.mode)
+
+
+def with_quant(case: Case, execution: Execution) -> Case:
+    """``case`` quantized as its back end found the module it ran (``Execution.info["quant"]``,
+    e.g. a ``quantize_dynamic_mlu`` model) when the case itself names no quantization."""
+    found = execution.info.get("quant") or ""
+    return replace(case, quant=found) if found and not case.quant else case
 
 
 def cast_floating(obj: Any, dtype: str) -> Any:

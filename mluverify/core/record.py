@@ -12,13 +12,13 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from mluverify.core.case import Case
-from mluverify.core.provenance import ops_under_test_on_cpu
 from mluverify.core.status import WAIVED
-from mluverify.judge import METRIC_NAMES
+from mluverify.judge import GOLDEN, METRIC_NAMES, RAW_AND_ULP_METRICS
 
 if TYPE_CHECKING:
     from mluverify.core.backends import Execution
-    from mluverify.judge import Verdict
+    from mluverify.core.expectations import Waiver
+    from mluverify.judge import Tolerance, Verdict
 
 _NO_DEFAULT: Any = object()
 
@@ -85,6 +85,16 @@ class Record:
     call_site: str | None = _column("string", None)
     # --- schema version 3 ---
     worst: str = _column("string")               # the worst elements of a failed comparison: "index: actual vs expected; ..."
+    # --- schema version 4: raw values, ULPs and the case's resolved tolerance ---
+    raw_rel_mse: float | None = _column("float64", None)  # rel_mse without Cambricon's eps rule
+    eps_zeroed: bool | None = _column("bool_", None)      # the eps rule zeroed the judged rel_mse, not the data
+    ulp_max: float | None = _column("float64", None)      # ULPs (case dtype) off the golden result; None without one
+    ulp_p99: float | None = _column("float64", None)
+    tolerance_metric: str | None = _column("string", None)   # the case's resolved tolerance ("golden": the golden rule)
+    tolerance_bound: float | None = _column("float64", None)
+    tolerance_source: str | None = _column("string", None)   # marker, hook ("user"), config:<key> or policy:<mode>
+    waiver_reason: str | None = _column("string", None)      # the waiver of a case that did not pass: why,
+    waiver_until: str | None = _column("string", None)       # and until when (YYYY-MM-DD)
 
     def as_row(self) -> dict[str, Any]:
         """The record as a row: column name -> value, in column order."""
@@ -98,10 +108,13 @@ PROVENANCE_COLUMNS = ("device_impl", "core_version", "core_number", "compile_s",
 
 
 def make_record(run_id: str, case: Case, verdict: Verdict | None, execution: Execution, duration_s: float, *,
-                status: str, why: str = "", error: str = "", kind: str = "output") -> Record:
-    """The record of one comparison: ``verdict`` None for a case that errored (``error``)."""
+                status: str, why: str = "", error: str = "", kind: str = "output",
+                ops_on_cpu: tuple[str, ...] = (), waiver: Waiver | None = None) -> Record:
+    """The record of one comparison: ``verdict`` None for a case that errored (``error``);
+    ``ops_on_cpu``: the fallbacks that computed the op under test (``mluverify.core.provenance``);
+    ``waiver``: the waiver that matched a case that did not pass (live: ``waived``, or expired)."""
     diagnostics = dict(verdict.diagnostics) if verdict else {}
-    extra = {k: v for k, v in diagnostics.items() if k not in METRIC_NAMES}
+    extra = {k: v for k, v in diagnostics.items() if k not in METRIC_NAMES + RAW_AND_ULP_METRICS}
     device_error = verdict.device_error if verdict else None
     reference_error = verdict.reference_error if verdict else None
     reason = verdict.reason if verdict else ""
@@ -136,14 +149,27 @@ def make_record(run_id: str, case: Case, verdict: Verdict | None, execution: Exe
         kind=kind,
         leaf=verdict.leaf if verdict else "",
         executed_as=execution.executed_as if verdict else "",
-        op_on_cpu=bool(ops_under_test_on_cpu(case, execution.fallback_ops)),
+        op_on_cpu=bool(ops_on_cpu),
         not_fused_reason=execution.not_fused_reason,
         **(provenance | {"core_version": provenance["core_version"] or case.core_version or None}),
         device_error=device_error,
         reference_error=reference_error,
         error_ratio=_ratio(device_error, reference_error),
+        waiver_reason=waiver.reason if waiver else None,
+        waiver_until=waiver.until.isoformat() if waiver else None,
         worst="; ".join(f"{index}: {a:.6g} vs {e:.6g}" for index, a, e in verdict.worst) if verdict else "",
+        **{name: diagnostics.get(name) for name in RAW_AND_ULP_METRICS},
+        eps_zeroed=verdict.eps_zeroed if verdict and verdict.metric == "rel_mse" else None,
+        **_tolerance_columns(verdict.tolerance if verdict else None),
     )
+
+
+def _tolerance_columns(tolerance: Tolerance | None) -> dict[str, Any]:
+    """The record's ``tolerance_*`` columns of a resolved tolerance (None: all null)."""
+    if tolerance is None:
+        return {}
+    return {"tolerance_metric": GOLDEN if tolerance.golden else tolerance.metric,
+            "tolerance_bound": tolerance.bound, "tolerance_source": tolerance.source}
 
 
 def _ratio(device_error: float | None, reference_error: float | None) -> float | None:

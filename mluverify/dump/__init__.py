@@ -9,11 +9,21 @@ from __future__ import annotations
 from mluverify.dump._capture import Capture, capture
 from mluverify.dump._case import dump_case
 from mluverify.dump._cases import CasesMeta, read_cases
-from mluverify.dump._diff import EXIT_STATUS, HARNESS_OPS, CaseError, DumpDiff, dump_diff, shown_table
+from mluverify.dump._diff import (
+    EXIT_STATUS,
+    HARNESS_OPS,
+    CaseError,
+    DumpDiff,
+    OpTolerance,
+    dump_diff,
+    op_tolerance,
+    shown_table,
+)
 from mluverify.dump._dumper import Dumper, DumpSettings
 from mluverify.dump._index import load, load_values
 from mluverify.dump._replay import Replay, ReplayCase, read_replay_cases
 
 __all__ = ["Capture", "CaseError", "CasesMeta", "DumpDiff", "DumpSettings", "Dumper", "EXIT_STATUS", "HARNESS_OPS",
-           "Replay", "ReplayCase", "capture", "dump_case", "dump_diff", "load", "load_values", "read_cases",
+           "OpTolerance", "Replay", "ReplayCase", "capture", "dump_case", "dump_diff", "load", "load_values",
+           "op_tolerance", "read_cases",
            "read_replay_cases", "shown_table"]

@@ -2,9 +2,10 @@
 dumped ops explain the case's output error.
 
 Each op's **own** error is its device output against the CPU re-run on the same inputs;
-the error it **inherited** is how far its inputs already were from a CPU-only run. The
-first op (in execution order) whose own error breaks the tolerance is where accuracy was
-lost; ops after it mostly carry inherited error and are not blamed. When the case failed (or
+the error it **inherited** is how far its inputs already were from a CPU-only run. Each op is
+judged with the dumped case's own resolved tolerance (marker, hook, config or policy, as the
+run judged the case; ``op_tolerance``). The first op (in execution order) whose own error
+breaks it is where accuracy was lost; ops after it mostly carry inherited error and are not blamed. When the case failed (or
 the dump's output is off) but no op's own error breaks the tolerance, nothing dumped explains
 the failure: the error built up over several ops, or lies outside the dumped ops (the case is
 judged against a float32 CPU reference, each op against a CPU re-run of its device inputs).
@@ -23,9 +24,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from mluverify.judge import POLICIES, policy
+from mluverify.judge import EXACT, PAIR_JUDGEABLE, POLICIES, Tolerance, policy, raw_rel_mse_from_sqnr_db
 from mluverify.dump._index import load
 from mluverify.errors import RecordsError
 
@@ -44,14 +46,45 @@ EXIT_STATUS = {"clean": 0, "blamed": 1, "unexplained": 3}
 
 @dataclass(frozen=True)
 class CaseError:
-    """The dumped case's own judgement (from its record): its metric, value, bound, status and
-    the mode (tolerance policy) it ran in."""
+    """The dumped case's own judgement (from its record): its metric, value, bound, status, the
+    mode (tolerance policy) it ran in and its resolved tolerance (None in records before it
+    was recorded)."""
 
     metric: str
     value: float
     bound: float
     status: str
     mode: str = ""
+    tolerance: Tolerance | None = None
+
+
+@dataclass(frozen=True)
+class OpTolerance:
+    """What judges each dumped op: the tolerance, and a note when it is not the case's own."""
+
+    tolerance: Tolerance
+    note: str = ""
+
+
+def op_tolerance(mode: str | None = None, case: CaseError | None = None) -> OpTolerance:
+    """The tolerance each op's own error is judged with: ``mode``'s policy when asked for, else
+    the case's resolved tolerance, else its mode's policy (``cnnl`` without one). ``exact`` is
+    judged per op as ``max_abs`` 0; a metric the dump has no per-op value of (ULPs and the golden
+    rule need a float64 result of every op; plugin metrics) falls back to the mode's policy,
+    and the note says so."""
+    fallback = policy(case.mode if case is not None and case.mode in POLICIES else "cnnl")
+    if mode is not None:
+        return OpTolerance(policy(mode))
+    if case is None or case.tolerance is None:
+        return OpTolerance(fallback)
+    own = case.tolerance
+    if own.metric == EXACT and not own.golden:
+        return OpTolerance(Tolerance("max_abs", 0.0, own.source), f"exact ({own.source}) judged per op as max_abs 0")
+    if own.metric in PAIR_JUDGEABLE and not own.golden:
+        return OpTolerance(own)
+    wanted = "the golden rule" if own.golden else f"{own.metric} <= {own.bound:g}"
+    return OpTolerance(fallback, f"the case's tolerance ({wanted}, {own.source}) cannot be judged per op "
+                                 f"(the dump has no float64 result of each op), so {fallback.source} judges each op")
 
 
 @dataclass(frozen=True)
@@ -62,11 +95,13 @@ class DumpDiff:
     mode: str
     metric: str
     bound: float
+    source: str  # where the tolerance judging each op came from: marker, config:<key>, policy:<mode>, ...
     table: pd.DataFrame  # one row per dumped op, in execution order
     first_offender: int | None  # seq of the first op whose own error breaks the bound
     reproducer: str | None
     output_rel_mse: float  # total error of the last judged op: the dumped call's result
     case: CaseError | None = None  # the case's record, when the dump belongs to a run
+    note: str = ""  # why the ops are not judged with the case's own tolerance, when they are not
 
     @property
     def verdict(self) -> str:
@@ -81,12 +116,13 @@ class DumpDiff:
 
 def dump_diff(dump_dir: str | os.PathLike[str], mode: str | None = None,
               case: CaseError | None = None) -> DumpDiff:
-    """Per-op own / inherited / total error of a ``use_cpu`` dump, judged by ``mode``'s policy
-    (default: the case's mode when it has a policy, else ``cnnl``); ``case``: the dumped case's
-    judgement (``mluverify.report.dump_diff.case_error`` finds it for a run's dump)."""
-    if mode is None:
-        mode = case.mode if case is not None and case.mode in POLICIES else "cnnl"
-    tolerance = policy(mode)
+    """Per-op own / inherited / total error of a ``use_cpu`` dump, each op judged by
+    ``op_tolerance(mode, case)``: ``mode``'s policy when given, else the case's own resolved
+    tolerance; ``case``: the dumped case's judgement (``mluverify.report.dump_diff.case_error``
+    finds it for a run's dump)."""
+    judging = op_tolerance(mode, case)
+    tolerance = judging.tolerance
+    mode = mode or (case.mode if case is not None and case.mode else "cnnl")
     index = load(dump_dir)
     if "inherited_rel_mse" not in index.columns:
         raise RecordsError(f"{Path(dump_dir)}: dumped without use_cpu, so there is no CPU "
@@ -95,17 +131,17 @@ def dump_diff(dump_dir: str | os.PathLike[str], mode: str | None = None,
     index = index.reindex(columns=[*index.columns, *(
         column for column in ("rel_mse", "nan_mismatch", "cpu_error", *_METRICS)
         if column not in index.columns)])
-    table = _op_table(index, tolerance.bound)
+    table = _op_table(index, tolerance)
     breaking = table[table["own_passed"] == False]  # noqa: E712 (NaN means not judged)
     first = None if breaking.empty else int(breaking["seq"].iloc[0])
     reproducer = None if first is None else _reproducer(Path(dump_dir), index, first)
     totals = table["total_rel_mse"].dropna()
     output = float(totals.iloc[-1]) if len(totals) else math.nan
-    return DumpDiff(Path(dump_dir), mode, tolerance.metric, tolerance.bound, table, first,
-                    reproducer, output, case)
+    return DumpDiff(Path(dump_dir), mode, tolerance.metric, tolerance.bound, tolerance.source, table, first,
+                    reproducer, output, case, judging.note)
 
 
-def _op_table(index: pd.DataFrame, bound: float) -> pd.DataFrame:
+def _op_table(index: pd.DataFrame, tolerance: Tolerance) -> pd.DataFrame:
     results = index[index["role"] == "result"].drop_duplicates("seq")
     inputs = index[index["role"] == "input"]
     signatures = inputs.groupby("seq")[["arg", "dtype", "shape"]].apply(_signature)
@@ -118,14 +154,19 @@ def _op_table(index: pd.DataFrame, bound: float) -> pd.DataFrame:
         "inherited_rel_mse": results["inherited_rel_mse"].to_numpy(dtype=float),
         "total_rel_mse": results["total_rel_mse"].to_numpy(dtype=float),
     })
-    table["bound"] = bound
-    own = table["own_rel_mse"]
-    # NaN/Inf where the CPU has finite values (or the reverse) fails whatever the rel_mse.
-    table["nan_mismatch"] = results["nan_mismatch"].to_numpy(dtype=float)
-    passed = (own <= bound) & ~(table["nan_mismatch"] > 0)
-    table["own_passed"] = passed.astype(object).where(own.notna(), None)
+    table["bound"] = tolerance.bound
     for metric in _METRICS:
         table[f"own_{metric}"] = results[metric].to_numpy(dtype=float)
+    # A rel_mse the eps rule zeroed (0 though sqnr_db is finite) is judged by its raw value, as
+    # the case's own rel_mse gets a second look below the eps floor: zeroed, it says nothing.
+    zeroed = (table["own_rel_mse"] == 0) & np.isfinite(table["own_sqnr_db"])
+    table["own_raw_rel_mse"] = table["own_rel_mse"].where(~zeroed, raw_rel_mse_from_sqnr_db(table["own_sqnr_db"]))
+    own = table["own_raw_rel_mse" if tolerance.metric == "rel_mse" else f"own_{tolerance.metric}"]
+    table["own_value"] = own
+    # NaN/Inf where the CPU has finite values (or the reverse) fails whatever the metric.
+    table["nan_mismatch"] = results["nan_mismatch"].to_numpy(dtype=float)
+    passed = (own <= tolerance.bound) & ~(table["nan_mismatch"] > 0)
+    table["own_passed"] = passed.astype(object).where(own.notna(), None)
     table["cpu_error"] = results["cpu_error"].to_numpy()
     table["harness_copy"] = table["op"].isin(HARNESS_OPS)
     return table.sort_values("seq", kind="stable").reset_index(drop=True)

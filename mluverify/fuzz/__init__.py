@@ -7,7 +7,8 @@ judged against the CPU and a float64 run, findings shrunk and kept as a corpus.
 - ``differential``: one program judged on one target (``mluverify.compare``, golden blame);
 - ``isolation``: targets in a child process, so a crash is a finding;
 - ``reduce``: graph passes after hypothesis's shrinking;
-- ``corpus``: findings, their file format, deduplication, merging, standalone scripts;
+- ``corpus``: findings (signed by their culprit op or op sequence), their file format,
+  deduplication, merging, fixed findings retired to ``fixed/``, standalone scripts;
 - ``campaign``: searches by seed and target within a budget.
 
 The package knows no back end: a runner (``mluverify.cli.fuzz.TargetRunner``) connects it to

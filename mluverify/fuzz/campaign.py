@@ -99,7 +99,8 @@ def _is_subsequence(short: Sequence[str], long: Sequence[str]) -> bool:
 @dataclass
 class Campaign:
     """Searches ``targets`` with programs of ``ops``; ``runner`` runs a program on a target,
-    ``policies`` maps each target to its mode's tolerance policy. ``on_finding`` is called with
+    ``policies`` maps each target to its mode's tolerance policy, ``culprit`` names the op to
+    blame for a shrunk deviation (a finding's signature). ``on_finding`` is called with
     each new finding (e.g. ``corpus.keep``); ``known`` holds findings kept before (a corpus)."""
 
     targets: Sequence[str]
@@ -110,6 +111,8 @@ class Campaign:
     shrink_runs: int = DEFAULT_SHRINK_RUNS
     shrink_seconds: float = DEFAULT_SHRINK_SECONDS
     on_finding: Callable[[Finding], Any] = lambda finding: None
+    # The op to blame for a deviation (``Finding.culprit``), None where it cannot be told.
+    culprit: Callable[[Program, Sequence[Any], str], str | None] = lambda program, inputs, target: None
     known: list[Finding] = field(default_factory=list)
     stats: dict[str, TargetStats] = field(init=False)
     seeds: list[int] = field(init=False, default_factory=list)
@@ -211,7 +214,8 @@ class Campaign:
             return True
 
         program, inputs = reduce_program(finding.program, finding.inputs, still_fails, self.shrink_runs)
-        return Finding(last["judgement"], program, tuple(inputs), finding.seed)
+        culprit = self.culprit(program, inputs, target) if kind == DEVIATION else None
+        return Finding(last["judgement"], program, tuple(inputs), finding.seed, culprit=culprit)
 
 
 __all__ = ["Budget", "Campaign", "TargetStats"]

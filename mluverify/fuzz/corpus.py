@@ -1,8 +1,9 @@
 """Findings and the corpus that keeps them: one replayable case file per distinct finding.
 
-A finding's signature is its target, its kind and its minimal program's op sequence: two
-programs that shrink to the same ops on the same target are one finding (its ``hits`` count
-both). Each finding is ``<signature>.json`` (``FORMAT`` version ``VERSION``: the program, its
+A finding's signature is its target, its kind and the op to blame: the first op whose own
+error breaks the bound (its ``culprit``, found by the Dumper's dump-diff where the target runs on
+a torch device the Dumper sees), else its minimal program's op sequence. Two programs that hit
+one bug are one finding (its ``hits`` count both). Each finding is ``<signature>.json`` (``FORMAT`` version ``VERSION``: the program, its
 inputs' values, the judgement, the seed) and ``<signature>.py``, a standalone script that
 re-runs it (only torch for ``cpu:*`` targets). A file that is unreadable, not a finding or of
 another version is an InvalidArgument naming the file.
@@ -21,13 +22,18 @@ from mluverify.fuzz.differential import Judgement
 from mluverify.fuzz.program import Program
 
 FORMAT = "mluverify-fuzz-case"
+# Sub-directory of a corpus for findings that no longer reproduce on their target: regressions
+# every target must pass (``mluverify fuzz --replay CORPUS --retire-fixed`` moves them there).
+FIXED = "fixed"
 VERSION = 1
 CORPUS_ENV = "MLUVERIFY_FUZZ_CORPUS"
 
 
-def signature(target: str, kind: str, ops: Sequence[str]) -> str:
-    """12 hex digits naming (target, kind, op sequence)."""
-    return hashlib.sha1(f"{target}|{kind}|{','.join(ops)}".encode()).hexdigest()[:12]
+def signature(target: str, kind: str, ops: Sequence[str], culprit: str | None = None) -> str:
+    """12 hex digits naming (target, kind, culprit op), or (target, kind, op sequence) when the
+    culprit is unknown."""
+    blamed = f"culprit:{culprit}" if culprit else ",".join(ops)
+    return hashlib.sha1(f"{target}|{kind}|{blamed}".encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)
@@ -39,10 +45,11 @@ class Finding:
     inputs: tuple = field(compare=False)
     seed: int | None = None
     hits: int = 1
+    culprit: str | None = None  # the first op whose own error breaks the bound (dump-diff)
 
     @property
     def signature(self) -> str:
-        return signature(self.judgement.target, self.judgement.kind, self.program.ops)
+        return signature(self.judgement.target, self.judgement.kind, self.program.ops, self.culprit)
 
     @property
     def size(self) -> tuple[int, int]:
@@ -56,7 +63,7 @@ class Finding:
 
     def to_json(self, directory: str | Path = "") -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "signature": self.signature, **asdict(self.judgement),
-                "seed": self.seed, "hits": self.hits, "ops": list(self.program.ops),
+                "seed": self.seed, "hits": self.hits, "ops": list(self.program.ops), "culprit": self.culprit,
                 "reproducer": self.reproducer(directory) if directory else "",
                 "program": self.program.to_json(),
                 "inputs": [{"shape": list(x.shape), "values": [float(v) for v in x.reshape(-1).tolist()]}
@@ -75,13 +82,15 @@ class Finding:
             judgement = Judgement(**{name: data[name] for name in Judgement.__dataclass_fields__})
             inputs = tuple(torch.tensor(x["values"], dtype=torch.float32).reshape(x["shape"]) for x in data["inputs"])
             program = Program.from_json(data["program"], where)
-            seed, hits = data.get("seed"), int(data.get("hits", 1))
+            seed, hits, culprit = data.get("seed"), int(data.get("hits", 1)), data.get("culprit")
+            if culprit is not None and not isinstance(culprit, str):
+                raise TypeError(f"culprit {culprit!r} is not an op name")
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise InvalidArgument(f"{where}: malformed fuzz finding ({type(exc).__name__}: {exc})") from None
         if [tuple(x.shape) for x in inputs] != list(program.inputs):
             raise InvalidArgument(f"{where}: input shapes {[list(x.shape) for x in inputs]} do not match the "
                                   f"program's {[list(s) for s in program.inputs]}")
-        return cls(judgement, program, inputs, seed, hits)
+        return cls(judgement, program, inputs, seed, hits, culprit)
 
 
 def read_finding(path: str | Path) -> Finding:
@@ -118,6 +127,17 @@ def keep(directory: str | Path, finding: Finding) -> tuple[Finding, bool]:
     return finding, new
 
 
+def retire(directory: str | Path, finding: Finding) -> Path:
+    """Move a fixed finding's files into the corpus's ``fixed/`` folder; returns its new JSON path."""
+    directory = Path(directory)
+    (directory / FIXED).mkdir(exist_ok=True)
+    for suffix in (".json", ".py"):
+        source = directory / f"{finding.signature}{suffix}"
+        if source.exists():
+            source.replace(directory / FIXED / source.name)
+    return directory / FIXED / f"{finding.signature}.json"
+
+
 def merge(sources: Iterable[str | Path], out: str | Path) -> tuple[int, int]:
     """Merge the corpora of several shards into ``out``: (findings read, distinct kept)."""
     read = 0
@@ -131,7 +151,7 @@ def merge(sources: Iterable[str | Path], out: str | Path) -> tuple[int, int]:
 _SCRIPT = '''"""mluverify fuzz finding {signature}: {kind} on {target}.
 
 {reason}
-Re-run: python {signature}.py
+Re-run: python {signature}.py  (exit status 1 and MISMATCH lines while the target is wrong)
 """
 import torch
 
@@ -155,13 +175,29 @@ def rel_mse(actual, expected):
     return float(((actual - expected) ** 2).sum().sqrt() / expected.pow(2).sum().sqrt().clamp_min(1e-30))
 
 
+def wrong(actual, reference, golden):
+    """Why the target's output is wrong ("" if it is not): another shape or dtype than the CPU's,
+    or an error against float64 beyond twice the CPU's own plus 1e-3 (the golden rule, simplified)."""
+    if actual.shape != reference.shape or actual.dtype != reference.dtype:
+        return f"{{tuple(actual.shape)}} {{actual.dtype}} instead of {{tuple(reference.shape)}} {{reference.dtype}}"
+    if rel_mse(actual, golden) > 2 * rel_mse(reference, golden) + 1e-3:
+        return f"rel_mse {{rel_mse(actual, golden):.3g}} against float64, the CPU's {{rel_mse(reference, golden):.3g}}"
+    return ""
+
+
 if __name__ == "__main__":
     reference = program(*(x.clone() for x in INPUTS))
     golden = program_float64(*(x.double() for x in INPUTS))
     actual = on_target(program, [x.clone() for x in INPUTS])
+    mismatches = 0
     for index, (a, e, g) in enumerate(zip(actual, reference, golden)):
         print(f"output {{index}} {{tuple(e.shape)}} {{e.dtype}} ({target}: {{tuple(a.shape)}} {{a.dtype}}): {target} vs float64 rel_mse {{rel_mse(a, g):.3g}}, "
               f"CPU vs float64 {{rel_mse(e, g):.3g}}, {target} vs CPU {{rel_mse(a, e):.3g}}")
+        why = wrong(a, e, g)
+        if why:
+            print(f"MISMATCH output {{index}} on {target}: {{why}}")
+            mismatches += 1
+    raise SystemExit(1 if mismatches else 0)
 '''
 
 _RUNNERS = {
@@ -197,5 +233,5 @@ def standalone_script(finding: Finding) -> str:
                           program=finding.program.source(), golden=golden, runner=runner)
 
 
-__all__ = ["CORPUS_ENV", "FORMAT", "Finding", "VERSION", "keep", "load_corpus", "merge", "read_finding",
-           "signature", "standalone_script"]
+__all__ = ["CORPUS_ENV", "FIXED", "FORMAT", "Finding", "VERSION", "keep", "load_corpus", "merge", "read_finding",
+           "retire", "signature", "standalone_script"]

@@ -10,15 +10,22 @@ from mluverify.judge._metrics import (
     EPS,
     JUDGEABLE,
     METRIC_NAMES,
+    PAIR_JUDGEABLE,
+    RAW_AND_ULP_METRICS,
+    ULP_METRICS,
     cosine,
     max_abs,
     max_rel,
     rae,
+    raw_rel_mse_from_sqnr_db,
     rel_mse,
     rma,
     sqnr_db,
+    ulp_metrics,
 )
 from mluverify.judge._tolerance import (
+    EXACT,
+    GOLDEN,
     GOLDEN_RULES,
     POLICIES,
     GoldenRule,
@@ -30,10 +37,10 @@ from mluverify.judge._tolerance import (
 )
 
 __all__ = [
-    "BUILTIN_METRICS", "DIAGNOSTIC", "EPS", "GOLDEN_RULES", "GoldenRule", "JUDGEABLE", "METRIC_NAMES",
-    "POLICIES", "Tolerance", "ToleranceTable", "Verdict", "assert_close", "compare", "cosine", "max_abs",
-    "max_rel", "metrics", "parse_golden_rules", "policy", "rae", "rel_mse", "resolve_tolerance", "rma",
-    "sqnr_db",
+    "BUILTIN_METRICS", "DIAGNOSTIC", "EPS", "EXACT", "GOLDEN", "GOLDEN_RULES", "GoldenRule", "JUDGEABLE", "METRIC_NAMES",
+    "PAIR_JUDGEABLE", "POLICIES", "RAW_AND_ULP_METRICS", "Tolerance", "ToleranceTable", "Verdict", "assert_close", "compare", "cosine", "max_abs",
+    "max_rel", "metrics", "parse_golden_rules", "policy", "rae", "raw_rel_mse_from_sqnr_db", "rel_mse", "resolve_tolerance", "rma",
+    "sqnr_db", "ULP_METRICS", "ulp_metrics",
 ]
 
 

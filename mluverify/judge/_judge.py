@@ -6,15 +6,24 @@ Integer and bool leaves are judged bit-exact whatever the mode.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from mluverify.judge._metrics import BUILTIN_METRICS, all_metrics, pair_sums
+from mluverify.judge._metrics import (
+    BUILTIN_METRICS,
+    ULP_DTYPES,
+    ULP_METRICS,
+    PairSums,
+    all_metrics,
+    pair_sums,
+    ulp_metrics,
+)
 from mluverify.judge._tolerance import (
     EXACT,
     GOLDEN_RULES,
+    POLICIES,
     GoldenRule,
     Tolerance,
     ToleranceTable,
@@ -42,7 +51,12 @@ class Verdict:
     element that decided the verdict (``""`` for a single tensor, else e.g. ``[0]['out']``).
     With a golden (float64) result, ``device_error`` and ``reference_error`` are the device's
     and the CPU reference's errors against it in the judged metric. ``nothing_compared``: every
-    element was NaN/Inf on both sides, so no value was judged.
+    element was NaN/Inf on both sides, so no value was judged. ``eps_zeroed``: the judged
+    value is a rel_mse that Cambricon's eps rule turned to 0 though the raw error is not
+    (``diagnostics["raw_rel_mse"]`` holds the raw value; ``ulp_max`` / ``ulp_p99`` are there
+    when a golden result exists). ``tolerance``: the case's resolved tolerance (marker, hook,
+    config or policy), which ``metric`` / ``bound`` may differ from (a ULP tolerance without a
+    golden result, the small-value check, the golden rule's bound for one comparison).
     """
 
     passed: bool
@@ -59,6 +73,8 @@ class Verdict:
     device_error: float | None = None
     reference_error: float | None = None
     nothing_compared: bool = False
+    eps_zeroed: bool = False
+    tolerance: Tolerance | None = None
 
     @property
     def message(self) -> str:
@@ -158,6 +174,7 @@ class _Context:
     golden_rules: Mapping[str, GoldenRule]
     expect_non_finite: bool
     extra: Mapping[str, Callable[[np.ndarray, np.ndarray], float]]
+    mode: str = "cnnl"
 
 
 def _judge_leaf(actual: _Leaf, expected: _Leaf, golden: _Leaf | None, path: str, context: _Context) -> Verdict:
@@ -166,8 +183,13 @@ def _judge_leaf(actual: _Leaf, expected: _Leaf, golden: _Leaf | None, path: str,
         return _failed(tolerance, f"shape mismatch: actual {list(actual.shape)} vs expected {list(expected.shape)}", path)
     if actual.dtype != expected.dtype:
         return _failed(tolerance, f"dtype mismatch: actual {actual.dtype} vs expected {expected.dtype}", path)
+    dtype = context.dtype or expected.dtype
+    note = ""
+    if tolerance.metric in ULP_METRICS and (golden is None or dtype not in ULP_DTYPES):
+        tolerance, note = _without_golden(tolerance, context.mode)
     if expected.exact or tolerance.metric == EXACT:
-        return _judge_exact(actual, expected, path)
+        verdict = _judge_exact(actual, expected, path)
+        return replace(verdict, reason=note + verdict.reason) if note else verdict
     a, e = actual.values.reshape(-1), expected.values.reshape(-1)
     keep, mismatch = _finite_positions(a, e)
     if mismatch.any():
@@ -178,23 +200,48 @@ def _judge_leaf(actual: _Leaf, expected: _Leaf, golden: _Leaf | None, path: str,
     if a.size == 0 and expected.values.size > 0:
         return _nothing_compared(tolerance, expected.values.size, path, context.expect_non_finite)
     sums = pair_sums(a, e)
-    diagnostics = sums.metrics()
+    diagnostics = sums.metrics() | {"raw_rel_mse": sums.raw_rel_mse}
     if context.extra:  # plugin metrics get float64 arrays, as documented
         a64, e64 = a.astype(np.float64, copy=False), e.astype(np.float64, copy=False)
         diagnostics.update({name: float(fn(a64, e64)) for name, fn in context.extra.items()})
+    if golden is not None and dtype in ULP_DTYPES:
+        diagnostics.update(ulp_metrics(a, _golden_values(golden, keep), dtype))
     errors = _golden_errors(a, e, golden, keep, tolerance.metric)
     if tolerance.golden:
-        rule = context.golden_rules.get(context.dtype or expected.dtype, GOLDEN_RULES["float32"])
+        rule = context.golden_rules.get(dtype, GOLDEN_RULES["float32"])
         metric, value, bound, reason = _golden_judgement(errors, rule, a.size, tolerance)
     else:
         metric, value, bound = tolerance.metric, diagnostics[tolerance.metric], tolerance.bound
-        reason = f"{metric} {value:.4g} {'<=' if value <= bound else '>'} bound {bound:g} ({tolerance.source})"
+        reason = _bound_reason(metric, value, bound, tolerance.source, sums)
         if metric == "rel_mse" and sums.eps_rules_decide(bound):
             metric, value, bound, reason = _second_check(sums, diagnostics, tolerance, context, reason)
     passed = value <= bound
     worst = () if passed else _worst_elements(actual.values, expected.values)
-    return Verdict(passed, metric, value, bound, _headroom(bound, value), reason, diagnostics, 0, path,
-                   worst, tolerance.source, *errors)
+    return Verdict(passed, metric, value, bound, _headroom(bound, value), note + reason, diagnostics, 0, path,
+                   worst, tolerance.source, *errors, eps_zeroed=metric == "rel_mse" and sums.eps_zeroed)
+
+
+def _bound_reason(metric: str, value: float, bound: float, source: str, sums: PairSums) -> str:
+    """``metric value <= bound (source)``; a rel_mse the eps rule zeroed shows its raw value."""
+    shown = f"{value:.4g}"
+    if metric == "rel_mse" and sums.eps_zeroed:
+        shown += (f" (raw {sums.raw_rel_mse:.3g}, zeroed by the eps rule: total squared error "
+                  f"{sums.squared_error:.3g} <= (2 eps)^2)")
+    return f"{metric} {shown} {'<=' if value <= bound else '>'} bound {bound:g} ({source})"
+
+
+def _without_golden(tolerance: Tolerance, mode: str) -> tuple[Tolerance, str]:
+    """A ULP tolerance needs a golden result in a float dtype; without one the mode's policy
+    judges, and the reason says so (``policy:<mode>``; ``policy:cnnl`` for a mode without one)."""
+    fallback = policy(mode if mode in POLICIES else "cnnl")
+    return fallback, (f"{tolerance.metric} needs a golden (float64) result and this case has none, "
+                      f"so {fallback.source} judged it: ")
+
+
+def _golden_values(golden: _Leaf, keep: np.ndarray | None) -> np.ndarray:
+    """The golden leaf's values at the positions compared (``keep``: None for all)."""
+    g = golden.values.reshape(-1)
+    return g if keep is None else g[keep]
 
 
 def _nothing_compared(tolerance: Tolerance, size: int, path: str, expected: bool) -> Verdict:
@@ -229,9 +276,7 @@ def _golden_errors(a: np.ndarray, e: np.ndarray, golden: _Leaf | None, keep, met
     """(device error, reference error) against the golden result in ``metric``, or (None, None)."""
     if golden is None or metric not in BUILTIN_METRICS:
         return None, None
-    g = golden.values.reshape(-1).astype(np.float64, copy=False)
-    if keep is not None:
-        g = g[keep]
+    g = _golden_values(golden, keep).astype(np.float64, copy=False)
     finite = np.isfinite(g)
     if not finite.all():
         a, e, g = a[finite], e[finite], g[finite]
@@ -333,7 +378,9 @@ def compare(
     ``tolerances`` is a ``[tool.mluverify.tolerances]`` table consulted by op, dtype, mode.
     ``golden``: the same computation in float64 (same structure); the verdict then holds the
     device's and the reference's errors against it, and the ``golden`` policy judges by them
-    (``golden_rules``: per-dtype k and floor, default ``GOLDEN_RULES``). ``dtype``: the
+    (``golden_rules``: per-dtype k and floor, default ``GOLDEN_RULES``); floating leaves also get
+    ``ulp_max`` / ``ulp_p99`` in ``dtype`` in their diagnostics, which a tolerance may bound
+    (without a golden result the mode's policy judges instead, as the reason says). ``dtype``: the
     precision the device computed in (default: the leaves' dtype). ``expect_non_finite``:
     outputs that are NaN/Inf everywhere (on both sides) pass; otherwise "nothing compared" fails.
     Never raises for a mismatch: shape, dtype, structure and NaN/Inf differences are failed
@@ -341,13 +388,13 @@ def compare(
     """
     resolved = tolerance if isinstance(tolerance, Tolerance) else resolve_tolerance(
         op=op, dtype=dtype, mode=mode, policy_name=mode, marker=tolerance, table=tolerances)
-    context = _Context(resolved, dtype, golden_rules or GOLDEN_RULES, expect_non_finite, extra_metrics or {})
+    context = _Context(resolved, dtype, golden_rules or GOLDEN_RULES, expect_non_finite, extra_metrics or {}, mode)
     golden_leaves = {} if golden is None else {item[0]: item[1] for item in _walk(golden, expected) if len(item) == 3}
     verdicts = [_judge_item(item, golden_leaves, context) for item in _walk(actual, expected)]
     if not verdicts:
         return Verdict(True, resolved.metric, 0.0, resolved.bound, math.inf, "nothing to compare: empty output",
-                       tolerance_source=resolved.source)
-    return min(verdicts, key=_severity) if len(verdicts) > 1 else verdicts[0]
+                       tolerance_source=resolved.source, tolerance=resolved)
+    return replace(min(verdicts, key=_severity), tolerance=resolved)
 
 
 def _judge_item(item: tuple, golden_leaves: Mapping[str, Any], context: _Context) -> Verdict:

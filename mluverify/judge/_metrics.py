@@ -22,10 +22,19 @@ from mluverify.errors import InvalidArgument, valid_choice
 # turn rounding noise into huge relative errors.
 EPS = 1.0 / 16384
 
-# Metrics where lower is better: only these can be judged against a bound.
-JUDGEABLE = ("rel_mse", "rae", "rma", "max_abs", "max_rel")
+# ULP error against the golden (float64) result: a libm-style accuracy measure in the case's
+# dtype. A correctly rounded result is at most 0.5 ULP off, so no bound may be below that.
+ULP_METRICS = ("ulp_max", "ulp_p99")
+CORRECTLY_ROUNDED_ULP = 0.5
+
+# The metrics of one (actual, reference) pair; lower is better for the first five.
+PAIR_JUDGEABLE = ("rel_mse", "rae", "rma", "max_abs", "max_rel")
 DIAGNOSTIC = ("cosine", "sqnr_db")
-METRIC_NAMES = JUDGEABLE + DIAGNOSTIC
+METRIC_NAMES = PAIR_JUDGEABLE + DIAGNOSTIC
+# Metrics a tolerance may bound: the pair's, and the ULP metrics (which need a golden result).
+JUDGEABLE = PAIR_JUDGEABLE + ULP_METRICS
+# Diagnostics a verdict adds to the pair's metrics: the raw rel_mse, and the ULPs with a golden result.
+RAW_AND_ULP_METRICS = ("raw_rel_mse",) + ULP_METRICS
 
 
 def _dot(x: np.ndarray, y: np.ndarray) -> float:
@@ -150,11 +159,19 @@ class PairSums:
     def eps_rules_decide(self, bound: float) -> bool:
         """Whether Cambricon's eps rules (eps added to a reference energy <= eps; a total squared
         error <= (2 eps)^2 zeroed) turn a rel_mse above ``bound`` into one within it."""
-        if self.squared_reference > 0:
-            raw = math.sqrt(self.squared_error / self.squared_reference)
-        else:
-            raw = 0.0 if self.squared_error == 0 else math.inf
-        return raw > bound >= _rel_mse_from_sums(self.squared_error, self.squared_reference)
+        return self.raw_rel_mse > bound >= _rel_mse_from_sums(self.squared_error, self.squared_reference)
+
+    @property
+    def raw_rel_mse(self) -> float:
+        """rel_mse without Cambricon's eps rules: ``sqrt(sum((a-e)^2) / sum(e^2))``."""
+        if self.squared_reference == 0:
+            return 0.0 if self.squared_error == 0 else math.inf
+        return math.sqrt(self.squared_error / self.squared_reference)
+
+    @property
+    def eps_zeroed(self) -> bool:
+        """Whether Cambricon's eps rule zeroed a non-zero total squared error (<= (2 eps)^2)."""
+        return 0 < self.squared_error <= (2 * EPS) ** 2
 
     def metrics(self) -> dict[str, float]:
         """Every built-in metric (``METRIC_NAMES``) from these sums."""
@@ -201,24 +218,17 @@ def all_metrics(actual: np.ndarray, expected: np.ndarray) -> dict[str, float]:
     return pair_sums(actual, expected).metrics()
 
 
-def raw_rel_mse_from_sqnr_db(sqnr_db: float) -> float:
+def raw_rel_mse_from_sqnr_db(sqnr_db: "float | np.ndarray") -> "float | np.ndarray":
     """rel_mse without Cambricon's eps rules, recovered from ``sqnr_db`` (the same two sums):
-    ``sqrt(sum((a-e)^2) / sum(e^2)) = 10^(-sqnr_db / 20)``; the records keep ``sqnr_db``, so a
-    raw rel_mse exists for every comparison the eps rule zeroed."""
-    if sqnr_db == math.inf:
-        return 0.0
-    if sqnr_db == -math.inf:
-        return math.inf
-    return 10.0 ** (-sqnr_db / 20.0)
+    ``sqrt(sum((a-e)^2) / sum(e^2)) = 10^(-sqnr_db / 20)`` (inf dB: 0; -inf dB: inf). For
+    records and dumps that keep ``sqnr_db`` but no raw value; NaN stays NaN."""
+    return np.power(10.0, -np.asarray(sqnr_db, dtype=np.float64) / 20.0)
 
 
-# ULP error against the golden (float64) result: a libm-style accuracy measure in the case's
-# dtype. A correctly rounded result is at most 0.5 ULP off, so no bound may be below that.
-ULP_METRICS = ("ulp_max", "ulp_p99")
-CORRECTLY_ROUNDED_ULP = 0.5
 # dtype -> (explicit mantissa bits, exponent of the smallest normal): the spacing of the dtype's
 # values is 2^(exponent - mantissa bits), the exponent never below the smallest normal's.
 _FLOAT_FORMATS = {"float64": (52, -1022), "float32": (23, -126), "float16": (10, -14), "bfloat16": (7, -126)}
+ULP_DTYPES = tuple(_FLOAT_FORMATS)
 
 
 def ulp_of(golden: np.ndarray, dtype: str) -> np.ndarray:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from mluverify.judge._metrics import JUDGEABLE
+from mluverify.judge._metrics import JUDGEABLE, ULP_METRICS, check_ulp_bound
 from mluverify.errors import ConfigError, InvalidArgument, valid_choice
 
 EXACT = "exact"
@@ -26,6 +26,8 @@ class Tolerance:
     ``golden`` tolerances judge the device against a float64 ("golden") result instead: pass
     iff ``device_error <= k * reference_error + floor`` in ``metric`` (``GoldenRule``);
     ``bound`` is then unused until the rule turns it into a number for one comparison.
+    ULP metrics (``ulp_max``, ``ulp_p99``) are measured against the golden result too; their
+    bound is at least 0.5 (correctly rounded).
     """
 
     metric: str
@@ -38,6 +40,12 @@ class Tolerance:
             raise valid_choice("judged metric", self.metric, (*JUDGEABLE, EXACT))
         if not isinstance(self.bound, (int, float)) or not self.bound >= 0:
             raise InvalidArgument(f"tolerance bound must be a number >= 0, got {self.bound!r}")
+        check_ulp_bound(self.metric, self.bound)
+
+    @property
+    def needs_golden(self) -> bool:
+        """Whether judging needs the golden float64 result: the golden policy and ULP metrics."""
+        return self.golden or self.metric in ULP_METRICS
 
 
 @dataclass(frozen=True)
@@ -100,12 +108,17 @@ class ToleranceTable:
     """``[tool.mluverify.tolerances]``: entries keyed ``op``, ``op:dtype``, ``op:dtype:mode``
     or ``op::mode`` (``*`` as op: every op); a value is a bound on the policy's metric,
     ``{metric=..., bound=...}``, or a policy name (``"golden"``, ``"cnnl"``, ...) that judges
-    the matching cases instead of their mode's policy."""
+    the matching cases instead of their mode's policy. ``source``: the file the table was
+    read from, named by its errors."""
 
-    def __init__(self, entries: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, entries: Mapping[str, Any] | None = None, source: str = "") -> None:
+        self.source = source
         self._entries: dict[tuple[str, str, str], Tolerance | float] = {}
-        for key, value in (entries or {}).items():
-            self._entries[_parse_key(key)] = _parse_value(key, value)
+        try:
+            for key, value in (entries or {}).items():
+                self._entries[_parse_key(key)] = _parse_value(key, value)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}" if source else str(exc)) from None
 
     def __bool__(self) -> bool:
         return bool(self._entries)

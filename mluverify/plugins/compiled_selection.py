@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from mluverify.core.case import Target
-from mluverify.core.expectations import load_waivers, waiver_for
+from mluverify.core.expectations import load_waivers, marker_fields, waiver_for
 
 COMPILED_MODES = ("inductor",)
 FUSED_MODES = ("cnml", "offline")  # each case captured and built into a fused program
@@ -78,7 +78,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in compiled:
         waiver = None if item in repeated else waiver_for(item.nodeid, waivers)
         if waiver is not None:
-            item.add_marker(pytest.mark.mlu_waiver(waiver.reason, waiver.until, max=waiver.max))
+            item.add_marker(pytest.mark.mlu_waiver(waiver.reason, waiver.until, **marker_fields(waiver)))
 
 
 @pytest.hookimpl(wrapper=True)

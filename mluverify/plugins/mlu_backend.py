@@ -7,7 +7,9 @@ judged by the ``cnnl`` policy. ``mlu:cnml`` runs it fused (MagicMind-like groups
 when the case asks for int8 / int16), judged by the ``cnml`` policy, and says how much of it
 really ran fused (``executed_as``, ``not_fused_reason``). ``mlu:offline`` (emulator) saves the
 fused program as an offline model, loads it back and runs it: bit for bit ``mlu:cnml``. Each
-mode is one runner in ``MluBackend.runners`` (mode -> (policy, runner)). A case runs under its ``core_version``
+mode is one runner in ``MluBackend.runners`` (mode -> (policy, runner)). A module quantized
+with the emulator's ``quantize_dynamic_mlu`` is reported in ``Execution.info["quant"]`` (its
+bit width), so the case is recorded and judged as a quantized one on every mode. A case runs under its ``core_version``
 (the emulator's default, MLU270, when it names none), restored afterwards; the record holds
 the core version and core number that ran.
 """
@@ -146,6 +148,22 @@ def running_on_torch_mlu(core_version: str) -> Iterator[dict[str, Any]]:
             mlu_model.set_core_version(previous)
 
 
+def quantized_width(fn: Callable) -> str:
+    """The narrowest integer type (``"int8"``, ``"int16"``) among the layers of a module
+    quantized by the emulator's ``quantize_dynamic_mlu`` (their ``quantized_mode``), ``""``
+    for anything else: the case is then judged as that quantized model."""
+    import torch
+
+    from mluverify.device.quantization import QMAX, MLUConv1d, MLUConv2d, MLUConv3d, MLULinear, QuantMode
+
+    if not isinstance(fn, torch.nn.Module):
+        return ""
+    layers = (MLULinear, MLUConv1d, MLUConv2d, MLUConv3d)
+    widths = {QuantMode.from_code(int(m.quantized_mode.reshape(-1)[0])).dtype
+              for m in fn.modules() if isinstance(m, layers)}
+    return min(widths, key=QMAX.__getitem__, default="")
+
+
 # Modes of the emulator that run fused programs: their reductions use the core number.
 FUSED_MODES = ("cnml", "offline")
 
@@ -227,8 +245,9 @@ class MluBackend(Backend):
             ran = runner(fn, args, kwargs, case)
             ran = ran if isinstance(ran, Ran) else Ran(ran)
             on_cpu = map_tensors(_to_cpu, ran.output)
+        quant = quantized_width(fn) if self.impl == EMULATOR else ""
         return Execution(on_cpu, fallbacks(), ran.executed_as, ran.not_fused_reason,
-                         {"device_impl": self.impl, **facts})
+                         {"device_impl": self.impl, **facts, **({"quant": quant} if quant else {})})
 
     @contextlib.contextmanager
     def _fallbacks(self) -> Iterator[Callable[[], tuple[str, ...]]]:

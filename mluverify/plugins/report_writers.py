@@ -51,21 +51,21 @@ def mluverify_report(frame: "pd.DataFrame", outdir: Path, gate: "GateResult | No
 def link_dumps(cases: "pd.DataFrame", outdir: Path) -> "pd.DataFrame":
     """``cases`` with ``dump`` kept only where that directory exists under ``outdir``, and
     ``dump_diff`` pointing at the dump-diff page written into each (judging each dumped op by
-    the case's mode, the case's own output error beside them)."""
+    the case's own resolved tolerance, the case's own output error beside them)."""
     cases = cases.assign(dump=cases["dump"].where([bool(d) and (outdir / d).is_dir() for d in cases["dump"]], ""))
     if not cases["dump"].any():
         return cases  # without dumps, not even the dump package (it loads torch) is imported
-    from mluverify.dump import CaseError, dump_diff
+    from mluverify.dump import dump_diff
     from mluverify.errors import MluverifyError
-    from mluverify.report.dump_diff import write_dump_diff_pages
+    from mluverify.report.dump_diff import recorded_case_error, write_dump_diff_pages
 
     pages = {}
-    for row in cases[cases["dump"] != ""].drop_duplicates("dump").itertuples(index=False):
+    for row in cases[cases["dump"] != ""].drop_duplicates("dump").to_dict("records"):
         try:
-            diff = dump_diff(outdir / row.dump, case=CaseError(row.metric, row.value, row.bound, row.status, row.mode))
-            write_dump_diff_pages(diff, outdir / row.dump)
+            diff = dump_diff(outdir / row["dump"], case=recorded_case_error(row))
+            write_dump_diff_pages(diff, outdir / row["dump"])
         except MluverifyError as exc:  # a damaged dump must not cost the run its report
-            warnings.warn(f"no dump-diff page for {outdir / row.dump}: {exc}", stacklevel=2)
+            warnings.warn(f"no dump-diff page for {outdir / row['dump']}: {exc}", stacklevel=2)
             continue
-        pages[row.dump] = f"{row.dump}/dump_diff.html"
+        pages[row["dump"]] = f"{row['dump']}/dump_diff.html"
     return cases.assign(dump_diff=cases["dump"].map(pages).fillna(""))

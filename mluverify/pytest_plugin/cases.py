@@ -166,7 +166,7 @@ class CapturedCaseItem(pytest.Item):
         shape = next(("x".join(map(str, t.shape)) or "scalar" for t in replay.args), "")
         case = self._case(replay.dtype, shape)
         outcome = self.config.stash[pipeline_key].verify(
-            replay.fn, replay.args, {}, case, waiver=_waiver_for(self, case.case_id, settings))
+            replay.fn, replay.args, {}, case, waiver=_waiver_for(self, case, settings))
         _test_outcome(outcome, case, settings)
 
     def reportinfo(self) -> tuple[Path, int, str]:

@@ -9,6 +9,8 @@ forwarded to it.
 """
 from __future__ import annotations
 
+import logging
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -17,7 +19,7 @@ import pytest
 
 from mluverify.core.case import Case, Target
 from mluverify.core.config import Settings, load_settings
-from mluverify.core.expectations import Waiver, make_waiver, waiver_for
+from mluverify.core.expectations import Waiver, Where, make_waiver, waiver_for
 from mluverify.errors import MluverifyError
 from mluverify.pytest_plugin.run import PytestRun, is_worker, report_dir
 from mluverify.pytest_plugin.reproducer import add_options as add_reproducer_options, reproducer_command
@@ -31,12 +33,15 @@ pipeline_key = pytest.StashKey[Pipeline]()
 settings_key = pytest.StashKey[Settings]()
 plugin_manager_key = pytest.StashKey["pluggy.PluginManager"]()
 pytest_plugins = ["mluverify.pytest_plugin.cases"]  # --mlu-cases: captured cases as items
+# The [tool.mluverify] keys the --mlu-* options override: key -> the option's dest.
+OPTION_KEYS = {"core_versions": "mlu_core_version", "determinism_share": "mlu_determinism_share",
+               "regress_factor": "mlu_regress_factor", "noise_floor": "mlu_noise_floor"}
 
 MARKERS = (
     "mlu_op(name): the op a case verifies (default: the verified callable's name)",
     "mlu_tolerance(bound, metric='rel_mse'): this test's tolerance; overrides hook, config and policy",
-    "mlu_waiver(reason, until, max=None): a known deviation; failures are recorded as waived until the "
-    "date YYYY-MM-DD (a judged value above max fails the gate)",
+    "mlu_waiver(reason, until, max=None, category='', link='', scope=None): a known deviation; failures are "
+    "recorded as waived until the date YYYY-MM-DD (a judged value above max fails the gate)",
     "mlu_targets(*targets): run this test only on these targets ('backend:mode')",
     "mlu_golden(enabled=True): judge this test's cases against a float64 CPU result as well "
     "(records device_error and reference_error; needed by the golden policy)",
@@ -77,6 +82,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for marker in MARKERS:
         config.addinivalue_line("markers", marker)
+    _quiet_torch_trace(config)
     try:
         settings = _with_options(load_settings(config.rootpath / "pyproject.toml"), config)
         pipeline = _new_pipeline(config, settings)
@@ -89,6 +95,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_PluginForwarder(pipeline), "mluverify-forwarder")
     _register_run(config, pipeline, settings)
     _configure_plugins(pipeline.pm)
+
+
+def _quiet_torch_trace(config: pytest.Config) -> None:
+    """pytest attaches its log capture to every logger that does not propagate, torch's
+    structured-trace logger ``torch.__trace`` included (always DEBUG, meant for ``TORCH_TRACE``
+    files): a failing test's captured log then holds an empty ``DEBUG torch.__trace`` line per
+    compile step. Disabled for the session unless ``TORCH_TRACE`` asks for the trace."""
+    if os.environ.get("TORCH_TRACE"):
+        return
+    trace = logging.getLogger("torch.__trace")
+    was_disabled = trace.disabled
+    trace.disabled = True
+    config.add_cleanup(lambda: setattr(trace, "disabled", was_disabled))
 
 
 def _configure_plugins(pm: "pluggy.PluginManager") -> None:
@@ -128,10 +147,22 @@ def _check_targets(config: pytest.Config, pipeline: Pipeline, settings: Settings
     to it resolve it, and the others say it is unknown (``_target_params``)."""
     for target in _requested_targets(config, settings):
         try:
-            pipeline.resolve(target)
+            _, backend = pipeline.resolve(target)
         except MluverifyError:
             if not _conftests_to_come(config):
                 raise
+            continue
+        try:
+            backend.variants_for(settings.core_versions)
+        except MluverifyError as exc:
+            raise MluverifyError(f"{_core_versions_source(config)}: {exc}") from None
+
+
+def _core_versions_source(config: pytest.Config) -> str:
+    """Where this run's core versions come from: the option, else the project's file."""
+    if config.getoption(OPTION_KEYS["core_versions"]) is not None:
+        return "command line option --mlu-core-version"
+    return f"{config.rootpath / 'pyproject.toml'}: [tool.mluverify] core_versions"
 
 
 def _conftests_to_come(config: pytest.Config) -> bool:
@@ -164,18 +195,16 @@ def _register_run(config: pytest.Config, pipeline: Pipeline, settings: Settings)
 
 def _with_options(settings: Settings, config: pytest.Config) -> Settings:
     """``settings`` with the ``--mlu-*`` options that override ``[tool.mluverify]`` keys applied
-    (validated by the same rules)."""
+    (validated by the same rules; an error names the option)."""
     from mluverify.core.config import parse_settings
 
-    overrides = {"core_versions": config.getoption("mlu_core_version"),
-                 "determinism_share": config.getoption("mlu_determinism_share"),
-                 "regress_factor": config.getoption("mlu_regress_factor"),
-                 "noise_floor": config.getoption("mlu_noise_floor")}
-    given = {key: value for key, value in overrides.items() if value is not None}
-    if not given:
-        return settings
-    checked = parse_settings(given, source="command line")
-    return replace(settings, **{key: getattr(checked, key) for key in given})
+    checked = {}
+    for key, dest in OPTION_KEYS.items():
+        value = config.getoption(dest)
+        if value is not None:
+            source = f"command line option --{dest.replace('_', '-')}"
+            checked[key] = getattr(parse_settings({key: value}, source=source), key)
+    return replace(settings, **checked) if checked else settings
 
 
 def _new_pipeline(config: pytest.Config, settings: Settings) -> Pipeline:
@@ -254,11 +283,11 @@ def _target_params(pipeline: Pipeline, text: str, core_versions: tuple[str, ...]
     end's variants among ``core_versions``, or ``""`` for a back end without variants."""
     try:
         target, backend = pipeline.resolve(text)
+        variants = backend.variants_for(core_versions)
     except MluverifyError as exc:  # no conftest.py collected so far added it (_check_targets)
         raise pytest.Collector.CollectError(f"mluverify: {exc}") from None
     reason = backend.unavailable_reason() or backend.mode_unavailable_reason(target.mode)
     marks = [pytest.mark.skip(reason=f"target {target} unavailable: {reason}")] if reason else []
-    variants = backend.variants_for(core_versions)
     if not variants:
         return [pytest.param(target, "", id=str(target), marks=marks)]
     return [pytest.param(target, v, id=f"{target}-{v}", marks=marks) for v in variants]
@@ -283,13 +312,8 @@ def mlu_run_dir(request: pytest.FixtureRequest) -> Path:
 def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version: str) -> Callable[..., Any]:
     """``verify(fn, *args, op=None, dtype="float32", quant="", tolerance=None, seed=None,
     reproducer="", aten_ops=(), golden=None, expect_non_finite=False, grad=False, optimizer=None,
-    **kwargs)``: run ``fn`` on this test's target and on the CPU, judge by the target mode's
-    tolerance, record, and fail the test unless the case passed (xfail under a live waiver;
-    ``[tool.mluverify] allow`` / ``skip`` decide for the provenance statuses). ``aten_ops``: the
-    ATen ops of the op under test (default inferred from ``op``); ``golden``: judge against
-    float64 too (default: the ``mlu_golden`` marker or ``--mlu-golden``); ``grad``: run backward
-    too and judge every gradient (``optimizer``: a factory ``params -> Optimizer`` whose one step
-    is judged as well; ``mluverify.core.gradients``)."""
+    **kwargs)``: run ``fn`` on this test's target and on the CPU, judge, record, and fail the
+    test unless the case passed. ``help(verify)`` in a test describes every argument."""
     pipeline = request.config.stash[pipeline_key]
     settings = request.config.stash[settings_key]
     item = request.node
@@ -299,6 +323,32 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
             tolerance: float | None = None, seed: int | None = None, reproducer: str = "",
             aten_ops: tuple[str, ...] = (), golden: bool | None = None, expect_non_finite: bool = False,
             grad: bool = False, optimizer: Callable | None = None, **kwargs: Any):
+        """Run ``fn(*args, **kwargs)`` on this test's target and on the CPU, judge the device's
+        output by the tolerance, write one record per comparison, and return the verdict
+        (``mluverify.Verdict``); the test fails unless the case passed (xfails under a live
+        waiver; ``[tool.mluverify] allow`` / ``skip`` decide for the provenance statuses). A second
+        call in one test is case ``<node id>#2``, and so on.
+
+        ``fn``: a callable or a ``torch.nn.Module`` (copied to the device); ``args`` /
+        ``kwargs``: its inputs, moved to the device (``kwargs``: every keyword not below).
+        ``op``: the op's name in the record and in ``[tool.mluverify.tolerances]`` keys
+        (default: the ``mlu_op`` marker, else ``fn``'s name). ``dtype``: the device's precision
+        (``"float16"``, ``"bfloat16"``, ...): floating inputs are cast to it on the target, the
+        CPU reference stays float32, and the tolerance is looked up for it. ``quant``:
+        ``"int8"`` / ``"int16"`` quantizes the module (calibrated on ``args``) on the fused MLU
+        targets (``mlu:cnml``, ``mlu:offline``); recorded in the ``quant`` column (``""``:
+        none). ``tolerance``: a bound on the mode policy's metric (a number) or a
+        ``mluverify.Tolerance``; overrides the ``mlu_tolerance`` marker, the hooks and the
+        table (``mluverify.judge.resolve_tolerance``). ``seed``: the seed the test drew its
+        inputs with, recorded (the ``seed`` column, shown in the case's detail); with ``grad`` it
+        also seeds the upstream gradient (default 0). ``reproducer``: the command that
+        re-runs the case (default: the pytest command of this test on this target).
+        ``aten_ops``: the ATen ops of the op under test (default inferred from ``op``).
+        ``golden``: judge against a float64 CPU result too (default: the ``mlu_golden``
+        marker or ``--mlu-golden``). ``expect_non_finite``: an output NaN / inf everywhere on
+        both sides is what the case expects (else "nothing compared" fails it). ``grad``: run
+        backward too and judge every gradient; ``optimizer``: a factory ``params -> Optimizer``
+        whose one step is judged as well (``mluverify.core.gradients``)."""
         __tracebackhide__ = True
         call = next(calls)
         case = Case(
@@ -310,11 +360,16 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
                                                         mlu_core_version, report_dir(request.config, settings)),
             core_version=mlu_core_version, aten_ops=tuple(aten_ops),
         )
-        waiver = _waiver_for(item, case.case_id, settings)
+        waiver = _waiver_for(item, case, settings)
         checks = Checks(golden=_golden_on(request.config, item) if golden is None else golden,
                         expect_non_finite=expect_non_finite)
-        outcome = pipeline.verify(fn, args, kwargs, case, tolerance=_tolerance_of(item, tolerance),
-                                 waiver=waiver, checks=checks, grad=grad, optimizer=optimizer)
+        try:
+            outcome = pipeline.verify(fn, args, kwargs, case, tolerance=_tolerance_of(item, tolerance),
+                                     waiver=waiver, checks=checks, grad=grad, optimizer=optimizer)
+        except MluverifyError as exc:
+            # The tool's own error (recorded as errored) says what went wrong: shown at the
+            # user's call, without the frames through the tool's internals.
+            raise exc.with_traceback(None) from None
         return _test_outcome(outcome, case, settings)
 
     return run
@@ -340,7 +395,7 @@ def _test_outcome(outcome, case: Case, settings: Settings):
     variant = f"/{case.core_version}" if case.core_version else ""
     what = f"{case.op} on {case.target}{variant} ({case.dtype}{', ' + case.quant if case.quant else ''})"
     if outcome.waived:
-        pytest.xfail(f"waived until {outcome.waiver.until}: {outcome.waiver.reason} [{outcome.why}]")
+        pytest.xfail(f"waived until {outcome.waiver.until}: {outcome.waiver.reason} [{outcome.record.reason}]")
     if outcome.status in settings.skip:
         pytest.skip(f"{outcome.status}: {what}: {outcome.why}")
     if outcome.waiver is not None:
@@ -370,13 +425,18 @@ def _tolerance_of(item: pytest.Item, explicit: float | None):
     return Tolerance(marker.kwargs.get("metric", "rel_mse"), bound, "marker")
 
 
-def _waiver_for(item: pytest.Item, case_id: str, settings: Settings) -> Waiver | None:
+def _waiver_for(item: pytest.Item, case: Case, settings: Settings) -> Waiver | None:
+    """The marker's waiver, else the first configured one, that covers ``case`` where it runs."""
+    import torch
+
+    where = Where(str(case.target), case.core_version or None, None, torch.__version__)
     marker = item.get_closest_marker("mlu_waiver")
     if marker is not None:
         fields = dict(zip(("reason", "until", "max"), marker.args), **marker.kwargs)
-        return make_waiver(fields.get("reason"), fields.get("until"), fields.get("max"),
-                           where=f"mlu_waiver on {item.nodeid}")
-    return waiver_for(case_id, settings.waivers)
+        waiver = make_waiver(fields.pop("reason", None), fields.pop("until", None), fields.pop("max", None),
+                             where=f"mlu_waiver on {item.nodeid}", **fields)
+        return waiver_for(case.case_id, {"*": waiver}, where)
+    return waiver_for(case.case_id, settings.waivers, where)
 
 
 def _callable_name(fn: Callable) -> str:

@@ -17,13 +17,20 @@ value``, a recommended bound and a verdict (``VERDICTS``):
 - ``ok`` otherwise; ``no data`` when no case was judged.
 
 The recommended bound comes from raw errors: the largest passing *raw* value (a rel_mse the eps
-rule zeroed is replaced by ``10^(-sqnr_db / 20)``, from the record's ``sqnr_db``; the other
-metrics have no eps rule) times the safety factor, never below the largest golden ``reference_error`` of the
+rule zeroed, column ``eps_zeroed``, is replaced by the record's ``raw_rel_mse``; records older
+than schema version 4 get both from ``sqnr_db`` when loaded; the other metrics have no eps rule) times the safety factor, never below the largest golden ``reference_error`` of the
 group (what the CPU reference itself misses by), rounded *up* to ``SIGNIFICANT_DIGITS`` (2)
 significant digits: 0.001234 x 2 = 0.002468 -> 0.0025. Beside it, ``eps_zeroed`` counts the
 cases whose judged rel_mse the eps rule turned to 0 though the raw one is not, and
 ``max_passing`` keeps the largest judged value. ``admits`` lists every failing case whose
 judged value the recommended bound would let through.
+
+Asked with known-bad variants (``separation``: the records of runs that must fail, e.g. with
+planted bugs), the audit also says per op x target x dtype which metric separates the passing
+cases from the bad ones best (``SEPARATING_METRICS``: raw rel_mse, the other pair metrics, ULPs):
+for each, the bound a passing-case policy would set (largest passing value x safety factor,
+rounded up as above) and the share of bad cases above it; the best is the one catching the most
+(ties: the first in ``SEPARATING_METRICS``).
 
 A failing case with a golden (float64) result is blamed on the device when the device's own
 error breaks the golden rule (``device_error > k * reference_error + floor``), and on an
@@ -35,7 +42,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from mluverify.judge import GOLDEN_RULES, GoldenRule
-from mluverify.judge._metrics import raw_rel_mse_from_sqnr_db
 from mluverify.report.tables import GROUP
 
 if TYPE_CHECKING:
@@ -47,6 +53,9 @@ SIGNIFICANT_DIGITS = 2
 DEFAULT_SAFETY_FACTOR = 2.0
 VERDICTS = ("failing", "too tight", "too loose", "exact", "ok", "no data")
 JUDGED = ("passed", "failed", "waived")
+# Candidates for separating good from known-bad results (record columns; raw values, no eps rule).
+SEPARATING_METRICS = ("raw_rel_mse", "rae", "rma", "max_abs", "max_rel", "ulp_max", "ulp_p99")
+SEPARATION_GROUP = ["op", "target", "dtype"]
 WORST_COLUMNS = GROUP + ["run_id", "case_id", "status", "shape", "value", "bound", "passed", "blame",
                          "device_error", "reference_error", "seed", "reproducer"]
 LEGEND = (f"Only judged cases (passed, failed, waived) count. exact: every case bit-identical (max_abs 0), "
@@ -99,7 +108,7 @@ def group_audit(judged: "pd.DataFrame", safety_factor: float) -> "pd.DataFrame":
                          bit_identical=bit_identical(judged))
     work = work.assign(passing_value=work["value"].where(~work["failed"]),
                        passing_raw=work["raw_value"].where(~work["failed"]),
-                       eps_zeroed=(work["value"] == 0) & (work["raw_value"] > 0))
+                       eps_zeroed=work["eps_zeroed"].fillna(False).astype(bool))
     groups = work.groupby(GROUP, sort=True, dropna=False)
     table = groups.agg(runs=("run_id", "nunique"), cases=("failed", "size"), failed=("failed", "sum"))
     quantiles = groups["value"].quantile([0.5, 0.9, 0.99]).unstack()
@@ -128,13 +137,12 @@ def group_audit(judged: "pd.DataFrame", safety_factor: float) -> "pd.DataFrame":
 
 
 def raw_values(records: "pd.DataFrame") -> "pd.Series":
-    """Per record, the judged value with Cambricon's eps zeroing undone: a rel_mse judged 0 is
-    replaced by its raw value, recovered from ``sqnr_db`` (same sums, no eps rule). A non-zero
-    rel_mse keeps the eps added to a near-zero reference (without it, a zero reference makes any
-    error infinite); other metrics have no eps rule; records without ``sqnr_db`` keep theirs."""
-    raw_rel_mse = records["sqnr_db"].map(lambda db: raw_rel_mse_from_sqnr_db(db) if db == db else db)
-    zeroed = (records["metric"] == "rel_mse") & (records["value"] == 0) & raw_rel_mse.notna()
-    return raw_rel_mse.where(zeroed, records["value"])
+    """Per record, the judged value with Cambricon's eps zeroing undone: a rel_mse the eps rule
+    zeroed (``eps_zeroed``) is replaced by its ``raw_rel_mse``. A non-zero rel_mse keeps the eps
+    added to a near-zero reference (without it, a zero reference makes any error infinite);
+    other metrics have no eps rule."""
+    zeroed = records["eps_zeroed"].fillna(False).astype(bool) & records["raw_rel_mse"].notna()
+    return records["raw_rel_mse"].where(zeroed, records["value"])
 
 
 def bit_identical(records: "pd.DataFrame") -> "pd.Series":
@@ -167,6 +175,42 @@ def round_up(values, digits: int = SIGNIFICANT_DIGITS):
     # divide by a power of ten (exact) instead of multiplying by 10**-k (inexact) for clean decimals
     rounded = np.where(exponent < 0, units / 10.0 ** (-exponent), units * 10.0 ** np.maximum(exponent, 0))
     return np.where(positive, rounded, values)
+
+
+def separation(good: "pd.DataFrame", bad: "pd.DataFrame", safety_factor: float = DEFAULT_SAFETY_FACTOR
+               ) -> "pd.DataFrame":
+    """Per op x target x dtype present in both: for each of ``SEPARATING_METRICS``, the share of
+    ``bad``'s judged cases above the bound the passing cases of ``good`` recommend
+    (``<metric>_caught``, NaN where either side lacks the metric), and the best metric with its
+    bound and share (``best_metric``, ``best_bound``, ``caught``: "bad above / bad cases")."""
+    import numpy as np
+    import pandas as pd
+
+    passing = good[good["status"].isin(JUDGED) & good["passed"].fillna(False).astype(bool)]
+    bad = bad[bad["status"].isin(JUDGED)]
+    rows = []
+    for key, known_bad in bad.groupby(SEPARATION_GROUP, sort=True, dropna=False):
+        ok = passing[(passing[SEPARATION_GROUP] == pd.Series(key, index=SEPARATION_GROUP)).all(axis=1)]
+        if ok.empty:
+            continue
+        row: dict = dict(zip(SEPARATION_GROUP, key), bad_cases=len(known_bad))
+        best = (0, "", np.nan)  # (bad cases caught, metric, bound): a metric catching none is no answer
+        for metric in SEPARATING_METRICS:
+            good_values, bad_values = ok[metric].dropna(), known_bad[metric].dropna()
+            if len(good_values) < len(ok) or len(bad_values) < len(known_bad) or bad_values.empty:
+                row[f"{metric}_caught"] = np.nan  # not measured everywhere: no policy can rely on it
+                continue
+            bound = float(round_up(np.array([good_values.max() * safety_factor]))[0])
+            caught = int((bad_values > bound).sum())
+            row[f"{metric}_caught"] = caught / len(known_bad)
+            if caught > best[0]:
+                best = (caught, metric, bound)
+        row.update(best_metric=best[1], best_bound=best[2],
+                   caught=f"{best[0]} / {len(known_bad)}" if best[1] else "")
+        rows.append(row)
+    columns = SEPARATION_GROUP + ["bad_cases"] + [f"{m}_caught" for m in SEPARATING_METRICS] + \
+        ["best_metric", "best_bound", "caught"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def worst_inputs(records: "pd.DataFrame", per_group: int) -> "pd.DataFrame":

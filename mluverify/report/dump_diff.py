@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping
+
+from mluverify.judge import GOLDEN, Tolerance
 
 from mluverify.report.loading import load as load_records
 from mluverify.report.render import (
@@ -23,8 +25,6 @@ OUTPUTS = ("dump_diff.csv", "dump_diff.md", "dump_diff.html")
 def case_error(dump_dir: str | os.PathLike[str]) -> CaseError | None:
     """The judgement of the case a run dumped into ``dump_dir`` (``<run>/dumps/<case>``, made by
     ``--mlu-dump=fail``), from the run's records; None for a dump outside a run."""
-    from mluverify.dump import CaseError
-
     dump_dir = Path(dump_dir)
     run_dir = dump_dir.resolve().parent.parent
     if dump_dir.resolve().parent.name != "dumps" or not (run_dir / "records.parquet").exists():
@@ -33,8 +33,26 @@ def case_error(dump_dir: str | os.PathLike[str]) -> CaseError | None:
     mine = records[records["reproducer"].map(recorded_dump) == f"dumps/{dump_dir.resolve().name}"]
     if mine.empty:
         return None
-    worst = mine.sort_values("headroom", na_position="first").iloc[0]
-    return CaseError(worst["metric"], float(worst["value"]), float(worst["bound"]), worst["status"], worst["mode"])
+    return recorded_case_error(mine.sort_values("headroom", na_position="first").iloc[0])
+
+
+def recorded_case_error(record: Mapping[str, Any]) -> CaseError:
+    """A case's judgement from its record (a records row): what it was judged by, and its
+    resolved tolerance from the ``tolerance_*`` columns (None where they are empty)."""
+    from mluverify.dump import CaseError
+
+    return CaseError(record["metric"], float(record["value"]), float(record["bound"]), record["status"],
+                     record["mode"], _recorded_tolerance(record))
+
+
+def _recorded_tolerance(record: Mapping[str, Any]) -> Tolerance | None:
+    metric, bound = record.get("tolerance_metric"), record.get("tolerance_bound")
+    if not isinstance(metric, str) or not metric or bound is None or bound != bound:
+        return None
+    source = record.get("tolerance_source") or ""
+    if metric == GOLDEN:
+        return Tolerance("rel_mse", float(bound), source, golden=True)
+    return Tolerance(metric, float(bound), source)
 
 
 def headline(diff: DumpDiff) -> str:
@@ -46,20 +64,27 @@ def headline(diff: DumpDiff) -> str:
             own = (f"{int(row['nan_mismatch'])} NaN/Inf positions where the CPU has none "
                    f"(or the reverse)")
         else:
-            own = f"own {diff.metric} {_number(row['own_rel_mse'])} > {diff.bound:g} ({diff.mode})"
+            own = f"own {diff.metric} {_number(row['own_value'])} > {diff.bound:g} ({diff.source})"
         return (f"first offender: {row['path']} ({row['op']}): {own}, inherited "
                 f"{_number(row['inherited_rel_mse'])}")
     judged = int(diff.table["own_passed"].notna().sum())
-    within = f"no op's own error breaks {diff.metric} <= {diff.bound:g} ({diff.mode}); {judged} ops judged"
+    within = f"no op's own error breaks {diff.metric} <= {diff.bound:g} ({diff.source}); {judged} ops judged"
     if diff.verdict == "clean":
         return within
     if diff.case is not None:
         output = (f"the case failed ({diff.case.metric} {_number(diff.case.value)} > bound "
                   f"{_number(diff.case.bound)})")
     else:
-        output = f"the output's total {diff.metric} is {_number(diff.output_rel_mse)}"
+        output = f"the output's total rel_mse is {_number(diff.output_rel_mse)}"
     return (f"unexplained: {output}, but {within}: the error builds up over several ops or lies "
             f"outside the dumped ops")
+
+
+def judged_by(diff: DumpDiff) -> str:
+    """The tolerance each op was judged with and where it came from (and why it is not the
+    case's own, when it is not)."""
+    used = f"{diff.metric} <= {diff.bound:g} ({diff.source})"
+    return f"{used}: {diff.note}" if diff.note else used
 
 
 def _number(value: float) -> str:
@@ -71,7 +96,7 @@ def to_markdown(diff: DumpDiff, all_ops: bool = False) -> str:
     from mluverify.dump import shown_table
 
     shown = shown_table(diff, all_ops)
-    parts = [f"# dump-diff {diff.dump_dir}", "", headline(diff), ""]
+    parts = [f"# dump-diff {diff.dump_dir}", "", headline(diff), "", f"Each op judged by {judged_by(diff)}.", ""]
     if diff.reproducer:
         parts += ["```", diff.reproducer, "```", ""]
     if len(shown) < len(diff.table):
@@ -96,7 +121,7 @@ def to_html(diff: DumpDiff) -> str:
     spec = TableSpec(shown=SHOWN_COLUMNS, tone="judged", order=JUDGED, long={"inputs": 24}, hide="hidden",
                      hide_label=f"show the harness's copies and device moves ({int(table['hidden'].sum())})",
                      page=1000)
-    facts = [("dump", diff.dump_dir), ("mode", diff.mode), ("judged by", f"{diff.metric} <= {diff.bound:g}"),
+    facts = [("dump", diff.dump_dir), ("mode", diff.mode), ("each op judged by", judged_by(diff)),
              ("output's total error", diff.output_rel_mse)]
     if diff.case is not None:
         facts += [("case", f"{diff.case.status}: {diff.case.metric} {_number(diff.case.value)}, "

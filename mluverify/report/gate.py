@@ -13,6 +13,8 @@ Rules (each finding names its rule):
 - ``missing``: a baseline case is absent from the run (only among the cases the run selected,
   when the caller says which: a ``-k`` subset is not a loss).
 - ``expired waiver``: a ``[tool.mluverify.waivers]`` entry is past its ``until`` date.
+- ``stale waiver`` (opt-in, ``stale_waivers``): a ``[tool.mluverify.waivers]`` entry covers no
+  record of the run, or only passing cases.
 
 A case finding is waived (reported, not blocking) when its record is ``waived`` (a live marker
 or configured waiver excused it when it ran, under its ``max`` ceiling if it has one) or an
@@ -30,7 +32,7 @@ from mluverify.core.status import PASSED, WAIVED
 if TYPE_CHECKING:
     import pandas as pd
 
-    from mluverify.core.expectations import Waiver
+    from mluverify.core.expectations import Waiver, Where
 
 FINDING_COLUMNS = ["rule", "case_id", "target", "op", "value", "baseline_value", "bound", "waiver", "detail"]
 
@@ -55,11 +57,13 @@ def evaluate_gate(run: "pd.DataFrame", baseline: "pd.DataFrame | None" = None, *
                   regress_factor: float = 1.5, noise_floor: float = 1e-6,
                   waivers: "Mapping[str, Waiver] | None" = None, today: dt.date | None = None,
                   allow: Collection[str] = (), selected: Collection[str] | None = None,
-                  incomplete: str = "") -> GateResult:
+                  incomplete: str = "", stale_waivers: bool = False) -> GateResult:
     """Apply every gate rule to the records of ``run`` (against ``baseline`` when given);
     ``waivers`` maps case-id globs to waivers (``mluverify.core.expectations.parse_waivers``); ``allow``:
     statuses admitted; ``selected``: the case ids the run selected (None: all); ``incomplete``:
-    why the run did not finish (a blocking finding: an incomplete run never passes the gate)."""
+    why the run did not finish (a blocking finding: an incomplete run never passes the gate);
+    ``stale_waivers``: a configured waiver that covers nothing in the run, or only passing cases,
+    is a blocking finding (``mluverify.report.expectations_check``)."""
     import pandas as pd
 
     today, waivers = today or dt.date.today(), waivers or {}
@@ -75,7 +79,18 @@ def evaluate_gate(run: "pd.DataFrame", baseline: "pd.DataFrame | None" = None, *
     ]
     unfinished = [{"rule": "incomplete run", "detail": f"{incomplete}; rerun it whole, or pass "
                                                        f"--mlu-allow-incomplete"}] if incomplete else []
-    return GateResult(pd.concat([cases, _frame(expired + unfinished)], ignore_index=True))
+    stale = _stale_waivers(run, waivers, today) if stale_waivers else []
+    return GateResult(pd.concat([cases, _frame(expired + unfinished + stale)], ignore_index=True))
+
+
+def _stale_waivers(run: "pd.DataFrame", waivers: "Mapping[str, Waiver]", today: dt.date) -> list[dict[str, Any]]:
+    from mluverify.core.expectations import ExpectationsFile
+    from mluverify.report.expectations_check import check_expectations
+
+    configured = ExpectationsFile(None, (), waivers, {pattern: pattern for pattern in waivers})
+    return [{"rule": "stale waiver", "case_id": check.key,
+             "detail": f"{'; '.join(check.problems[:1])}: remove it (mluverify expectations check --prune)"}
+            for check in check_expectations(run, [configured], today) if check.stale]
 
 
 WAIVED_BUT_WORSENED = "waived but worsened"
@@ -123,17 +138,29 @@ def _detail(row: "pd.Series", regress_factor: float) -> str:
 
 
 def waiver_reasons(findings: "pd.DataFrame", waivers: "Mapping[str, Waiver]", today: dt.date) -> "pd.Series":
-    """Per finding, the waiver that covers it (marker first, then the first matching unexpired
-    configured waiver), or ``""``."""
-    from mluverify.core.expectations import case_id_regex
+    """Per finding, the waiver that covers it (marker first, then the first unexpired configured
+    waiver that ``covers`` its case where it ran), or ``""``."""
+    from mluverify.core.expectations import covering
 
-    reasons = findings["waiver"].copy()
-    for pattern, waiver in waivers.items():
-        if waiver.expired(today):
-            continue
-        matches = findings["case_id"].str.match(case_id_regex(pattern)).fillna(False) & (reasons == "")
-        reasons[matches] = f"{pattern}: {waiver.reason} (until {waiver.until.isoformat()})"
-    return reasons
+    def reason(row: "pd.Series") -> str:
+        found = None if row["waiver"] else covering(row["case_id"], waivers, where_of(row), today)
+        if found is None:
+            return row["waiver"]
+        pattern, waiver = found
+        return f"{pattern}: {waiver.reason} (until {waiver.until.isoformat()})"
+
+    return findings.apply(reason, axis=1).astype(object) if len(findings) else findings["waiver"].copy()
+
+
+def where_of(row: "Mapping[str, Any]") -> "Where":
+    """Where the record (or finding) ``row`` ran, from its columns (a missing column: not known)."""
+    from mluverify.core.expectations import Where
+
+    def known(column: str) -> str | None:
+        value = row.get(column)
+        return value if isinstance(value, str) and value else None
+
+    return Where(known("target"), known("core_version"), known("device_impl"), known("torch_version"))
 
 
 def _frame(rows: list[dict[str, Any]]) -> "pd.DataFrame":

@@ -34,6 +34,8 @@ _V2_COLUMNS = ("status", "kind", "leaf", "executed_as", "op_on_cpu", "not_fused_
                "core_version", "core_number", "device_error", "reference_error", "error_ratio",
                "compile_s", "graph_breaks", "recompiles", "model", "call_site")
 _V3_COLUMNS = ("worst",)
+_V4_COLUMNS = ("raw_rel_mse", "eps_zeroed", "ulp_max", "ulp_p99", "tolerance_metric", "tolerance_bound",
+               "tolerance_source", "waiver_reason", "waiver_until")
 
 
 def _with_columns(table: "pa.Table", names: tuple[str, ...], filled: dict | None = None) -> "pa.Table":
@@ -64,8 +66,26 @@ def _v2_to_v3(table: "pa.Table") -> "pa.Table":
     return _with_columns(table, _V3_COLUMNS)
 
 
+def _v3_to_v4(table: "pa.Table") -> "pa.Table":
+    """Version 4 adds raw values, ULPs and the resolved tolerance. The raw rel_mse follows from
+    ``sqnr_db`` (the same two sums without the eps rule: ``10^(-sqnr_db / 20)``), and so does
+    whether the eps rule zeroed a judged rel_mse; older records have no ULPs, no tolerance
+    and no waiver reason or expiry."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from mluverify.judge import raw_rel_mse_from_sqnr_db
+
+    sqnr_db = table["sqnr_db"].to_numpy()  # nulls as NaN, which stay NaN: null again below
+    raw = pa.array(raw_rel_mse_from_sqnr_db(sqnr_db), from_pandas=True)
+    zeroed = pc.and_(pc.and_(pc.equal(table["metric"], "rel_mse"), pc.equal(table["value"], 0.0)),
+                     pc.greater(raw, 0.0))
+    eps_zeroed = pc.if_else(pc.equal(table["metric"], "rel_mse"), pc.fill_null(zeroed, False), None)
+    return _with_columns(table, _V4_COLUMNS, {"raw_rel_mse": raw, "eps_zeroed": eps_zeroed})
+
+
 # version v -> function turning a v table into a v + 1 table, so every older file still loads.
-MIGRATIONS: dict[int, Callable[["pa.Table"], "pa.Table"]] = {1: _v1_to_v2, 2: _v2_to_v3}
+MIGRATIONS: dict[int, Callable[["pa.Table"], "pa.Table"]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def records_path(run: Path) -> Path:

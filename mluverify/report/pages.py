@@ -14,6 +14,7 @@ from mluverify.report.render import (
     markdown_page, markdown_table,
 )
 from mluverify.report.completeness import RunCompleteness
+from mluverify.report.parity import parity_sections
 from mluverify.report.tables import FAILING, STATUSES
 
 if TYPE_CHECKING:
@@ -38,8 +39,11 @@ CASE_SPEC = TableSpec(
     long={"case_id": 22, "fallback_ops": 10, "reason": 18},
     tone="status", order=STATUSES, code=("reproducer",), links=("dump", "dump_diff"),
     detail=(
-        ("Judgement", ("status", "metric", "value", "bound", "headroom", "reason", "error", "kind", "leaf")),
-        ("Metrics", ("rel_mse", "rae", "rma", "max_abs", "max_rel", "cosine", "sqnr_db", "nan_mismatch",
+        ("Judgement", ("status", "metric", "value", "bound", "headroom", "reason", "error", "kind", "leaf",
+                       "tolerance_metric", "tolerance_bound", "tolerance_source")),
+        ("Waiver", ("waiver_reason", "waiver_until")),
+        ("Metrics", ("rel_mse", "raw_rel_mse", "eps_zeroed", "rae", "rma", "max_abs", "max_rel", "cosine",
+                     "sqnr_db", "ulp_max", "ulp_p99", "nan_mismatch",
                      "extra_metrics", "device_error", "reference_error", "error_ratio")),
         ("Fallback ops (ran on the CPU)", ("fallback_ops", "op_on_cpu")),
         ("Provenance", ("op", "target", "backend", "mode", "dtype", "quant", "shape", "executed_as",
@@ -120,6 +124,7 @@ def report_documents(tables: "RunTables", title: str, gate: "GateResult | None" 
         *[(h, markdown_table(f)) for h, f in findings],
         ("Summary per op x target x dtype", markdown_table(tables.summary) if len(tables.summary) else EMPTY_RUN + "\n"),
         ("Worst cases", markdown_table(tables.worst) if len(tables.worst) else "None.\n"),
+        _listed("Waived cases", tables.waivers),
     ])
     sections = [("Run", html_facts(tables.overview.itertuples(index=False)))]
     sections += _report_figures(tables, diff, baseline)
@@ -129,6 +134,7 @@ def report_documents(tables: "RunTables", title: str, gate: "GateResult | None" 
         ("Cases", html_paragraph("Click a row for its metrics, provenance, reproducer and dump.")
          + html_table(tables.cases, CASES_TABLE, CASE_SPEC)),
     ]
+    sections += parity_sections(tables.cases)
     return markdown, html_page(title, html_banner(text, tone, chips, lines), sections)
 
 

@@ -1,8 +1,9 @@
 """Summary tables computed from the records frame (one row per comparison).
 
 Every number a report shows is computed here (or in ``diff``/``audit``/``gate``), never in a
-renderer. Group keys are op x target x dtype, plus the judged metric so that values of
-different metrics (e.g. ``rel_mse`` and bit-exact) are never pooled. Each status is counted
+renderer. Group keys are op x target x dtype x quantization (int8 and int16 errors differ by
+orders of magnitude), plus the judged metric so that values of different metrics (e.g.
+``rel_mse`` and bit-exact) are never pooled. Each status is counted
 apart: an errored case is not a failed one, a case that did not run on the device is neither.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from mluverify.report.completeness import RunCompleteness, completeness_of
 if TYPE_CHECKING:
     import pandas as pd
 
-GROUP = ["op", "target", "dtype", "metric"]
+GROUP = ["op", "target", "dtype", "quant", "metric"]
 # A case is one comparison of one test on one target; pytest node ids are unique per test.
 CASE_KEY = ["case_id", "target"]
 # Statuses whose value says the device got it wrong (or could not run it).
@@ -32,7 +33,8 @@ WORST_COLUMNS = [
 CASE_COLUMNS = ["status", "case_id", "op", "target", "dtype", "shape", "metric", "value", "bound",
                 "headroom", "executed_as", "fallback_ops", "reason"]
 DETAIL_COLUMNS = [
-    "error", "kind", "leaf", "worst", "rel_mse", "rae", "rma", "max_abs", "max_rel", "cosine", "sqnr_db",
+    "error", "waiver_reason", "waiver_until", "kind", "leaf", "worst", "rel_mse", "raw_rel_mse", "eps_zeroed", "rae", "rma", "max_abs", "max_rel",
+    "cosine", "sqnr_db", "ulp_max", "ulp_p99", "tolerance_metric", "tolerance_bound", "tolerance_source",
     "extra_metrics", "nan_mismatch", "op_on_cpu", "not_fused_reason", "device_impl", "backend",
     "mode", "core_version", "core_number", "quant", "device_error", "reference_error",
     "error_ratio", "compile_s", "graph_breaks", "recompiles", "duration_s", "seed", "model",
@@ -135,6 +137,16 @@ def case_list(frame: "pd.DataFrame") -> "pd.DataFrame":
     return cases[CASE_COLUMNS + DETAIL_COLUMNS].reset_index(drop=True)
 
 
+WAIVER_COLUMNS = ["status", "case_id", "target", "value", "bound", "waiver_reason", "waiver_until", "reason"]
+
+
+def waived_cases(frame: "pd.DataFrame") -> "pd.DataFrame":
+    """The comparisons a waiver concerned (waived, or failing on an expired waiver): its reason
+    and expiry beside the record's own reason, most severe first."""
+    concerned = frame[frame["waiver_reason"].notna() | (frame["status"] == "waived")]
+    return failures_first(concerned)[WAIVER_COLUMNS].reset_index(drop=True)
+
+
 def case_outcomes(frame: "pd.DataFrame") -> "pd.DataFrame":
     """One row per case (``CASE_KEY``), indexed by it: a case with several records passes only
     if all passed, and keeps its worst value, tightest bound and a failure's reason and error."""
@@ -221,6 +233,7 @@ class RunTables:
     cases: "pd.DataFrame"
     worst: "pd.DataFrame"
     overview: "pd.DataFrame"
+    waivers: "pd.DataFrame"
     completeness: RunCompleteness = RunCompleteness(True)
 
 
@@ -228,4 +241,4 @@ def run_tables(frame: "pd.DataFrame", metadata: Mapping[str, Any] | None = None,
     """The tables of a run's report (see ``RunTables``)."""
     return RunTables(totals(frame), summarize(frame), pass_matrix(frame), error_points(frame),
                      case_list(frame), worst_cases(frame, worst), overview(frame, metadata or {}),
-                     completeness_of(metadata or {}, frame))
+                     waived_cases(frame), completeness_of(metadata or {}, frame))

@@ -2,7 +2,9 @@
 
 Each finding of the corpus (``corpus/``, or the directory in ``MLUVERIFY_FUZZ_CORPUS``) is
 re-judged on every target: on its own target it is an expected failure while it reproduces
-(the finding is open) and passes once fixed; every other target must pass it. Then a fixed,
+(the finding is open) and passes once fixed; every other target must pass it. The findings of
+``corpus/fixed/`` (moved there by ``mluverify fuzz --replay CORPUS --retire-fixed`` once they no
+longer reproduce) are regressions every target, their own included, must pass. Then a fixed,
 small seed range of random programs runs on each target (programs the kept findings explain do
 not fail). Targets run in this process: a crash ends this run (``mluverify fuzz`` isolates them).
 """
@@ -12,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from mluverify.fuzz.campaign import Budget, Campaign
-from mluverify.fuzz.corpus import CORPUS_ENV, load_corpus
+from mluverify.fuzz.corpus import CORPUS_ENV, FIXED, load_corpus
 from mluverify.cli.fuzz import TargetRunner
 from mluverify.fuzz.differential import judge
 
 CORPUS = Path(os.environ.get(CORPUS_ENV) or Path(__file__).parent / "corpus")
 FINDINGS = load_corpus(CORPUS) if CORPUS.is_dir() else []
+FIXED_FINDINGS = load_corpus(CORPUS / FIXED) if (CORPUS / FIXED).is_dir() else []
 SEEDS = (0, 1)
 # Programs per seed: a fused target captures and builds every program (~1 s each on 2 cores).
 PROGRAMS = {"cnml": 2, "offline": 2, "inductor": 2}
@@ -38,6 +41,14 @@ def test_kept_finding(runner, mlu_target, finding):
     if target == finding.judgement.target and judgement.is_finding:
         pytest.xfail(f"open finding {finding.signature} ({ops}): {judgement.kind}: {judgement.reason}")
     assert not judgement.is_finding, f"{ops} on {target}: {judgement.kind}: {judgement.reason}"
+
+
+@pytest.mark.parametrize("finding", FIXED_FINDINGS, ids=[f.signature for f in FIXED_FINDINGS])
+def test_fixed_finding(runner, mlu_target, finding):
+    target = str(mlu_target)
+    judgement = judge(finding.program, finding.inputs, target, runner, runner.policy(target))
+    assert not judgement.is_finding, (f"fixed finding {finding.signature} ({' -> '.join(finding.program.ops)}) "
+                                      f"fails again on {target}: {judgement.kind}: {judgement.reason}")
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import pytest
 
-from mluverify.core.expectations import load_waivers, waiver_for
+from mluverify.core.expectations import load_waivers, marker_fields, waiver_for
 
 # Claimed by the device without a kernel of their own: torch's generic implementations run them
 # on device memory (see mluverify.device.builtin_kernels).
@@ -41,7 +41,7 @@ def _params(config: pytest.Config) -> list:
     params = []
     for case in _opinfo_source(config).cases(_claimed_ops()):
         waiver = waiver_for(case.case_name, waivers)
-        marks = [] if waiver is None else [pytest.mark.mlu_waiver(waiver.reason, waiver.until, waiver.max)]
+        marks = [] if waiver is None else [pytest.mark.mlu_waiver(waiver.reason, waiver.until, **marker_fields(waiver))]
         params.append(pytest.param(case, id=case.case_name, marks=marks))
     return params
 

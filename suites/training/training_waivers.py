@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mluverify.core.expectations import Waiver, load_waivers, waiver_for
+from mluverify.core.expectations import Waiver, load_waivers, marker_fields, waiver_for
 
 WAIVERS_FILE = Path(__file__).with_name("waivers.toml")
 
@@ -28,4 +28,4 @@ def waiver_marks(case: str) -> list:
         return []
     if waiver.skip:
         return [pytest.mark.skip(reason=f"{waiver.reason} (until {waiver.until})")]
-    return [pytest.mark.mlu_waiver(waiver.reason, waiver.until, waiver.max)]
+    return [pytest.mark.mlu_waiver(waiver.reason, waiver.until, **marker_fields(waiver))]

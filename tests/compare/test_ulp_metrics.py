@@ -72,3 +72,61 @@ def test_a_ulp_bound_below_correctly_rounded_is_refused():
 def test_an_unknown_dtype_names_the_valid_ones():
     with pytest.raises(InvalidArgument, match="unknown ULP dtype 'int8'.*'float16'"):
         ulp_of(np.array([1.0]), "int8")
+
+
+# --- the judged path: a policy may bound ULPs against the golden result ---
+
+def _one_ulp_above_ones(size: int = 4):
+    """float32 ones, a result 1 ULP (2^-23) above them, and the float64 golden ones."""
+    golden = np.ones(size)
+    return (golden + 2.0 ** -23).astype(np.float32), golden.astype(np.float32), golden
+
+
+def test_a_policy_judges_ulp_max_against_the_golden_result():
+    from mluverify.judge import Tolerance, compare
+
+    actual, expected, golden = _one_ulp_above_ones()
+    verdict = compare(actual, expected, golden=golden, tolerance=Tolerance("ulp_max", 1.0))
+    assert verdict.passed and verdict.metric == "ulp_max" and verdict.value == 1.0
+    assert verdict.diagnostics["ulp_p99"] == 1.0
+    failed = compare(actual, expected, golden=golden, tolerance=Tolerance("ulp_max", 0.5))
+    assert not failed.passed and failed.reason == "ulp_max 1 > bound 0.5 (user)"
+
+
+def test_ulps_are_measured_in_the_case_dtype():
+    from mluverify.judge import compare
+
+    actual, expected, golden = _one_ulp_above_ones()
+    # a float32 step of 2^-23 is 2^-23 / 2^-10 = 1/8192 of a float16 ULP at 1
+    verdict = compare(actual, expected, golden=golden, dtype="float16")
+    assert verdict.diagnostics["ulp_max"] == 2.0 ** -13
+
+
+def test_without_a_golden_result_ulps_are_absent_and_the_mode_policy_judges():
+    from mluverify.judge import Tolerance, compare
+
+    actual, expected, _ = _one_ulp_above_ones()
+    assert "ulp_max" not in compare(actual, expected).diagnostics
+    verdict = compare(actual, expected, mode="cnnl", tolerance=Tolerance("ulp_max", 1.0))
+    assert verdict.metric == "rel_mse" and verdict.tolerance_source == "policy:cnnl"
+    assert verdict.reason.startswith("ulp_max needs a golden (float64) result and this case has none, "
+                                     "so policy:cnnl judged it: rel_mse 0")
+
+
+def test_a_ulp_tolerance_below_correctly_rounded_is_refused():
+    from mluverify.judge import Tolerance
+
+    with pytest.raises(InvalidArgument, match="ulp_p99 bound 0.25 is below 0.5 ULP"):
+        Tolerance("ulp_p99", 0.25)
+
+
+@pytest.mark.parametrize("entry, culprit", [
+    ({"metric": "ulp_max", "bound": 0.25}, r"'softmax:float32'.*ulp_max bound 0.25 is below 0.5 ULP"),
+    ({"metric": "ulps", "bound": 1.0}, r"'softmax:float32'.*unknown judged metric 'ulps'.*'ulp_max'"),
+])
+def test_a_config_key_with_a_bad_ulp_tolerance_is_a_start_up_error_naming_it(entry, culprit):
+    from mluverify.core.config import parse_settings
+    from mluverify.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=culprit):
+        parse_settings({"tolerances": {"softmax:float32": entry}})

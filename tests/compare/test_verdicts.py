@@ -105,3 +105,21 @@ def test_numpy_arrays_and_python_numbers_are_leaves():
     assert compare(np.ones(3, dtype=np.float32), np.ones(3, dtype=np.float32)).passed
     assert compare(1.0, 1.0).passed
     assert not compare(2, 1).passed
+
+
+def test_the_reason_says_when_the_eps_rule_decided_rel_mse():
+    expected = np.full(4, 0.01)
+    verdict = compare(expected * (1 + 1.5e-4), expected)
+    # each element is off by 1.5e-6: total squared error 4 x 2.25e-12 = 9e-12 <= (2/16384)^2 = 1.5e-8,
+    # so the judged rel_mse is 0; the raw one is 1.5e-6 / 0.01 = 1.5e-4
+    assert verdict.passed and verdict.value == 0.0 and verdict.eps_zeroed
+    assert verdict.diagnostics["raw_rel_mse"] == pytest.approx(1.5e-4)
+    assert verdict.reason == ("rel_mse 0 (raw 0.00015, zeroed by the eps rule: total squared error 9e-12 "
+                              "<= (2 eps)^2) <= bound 0.003 (policy:cnnl)")
+
+
+def test_a_rel_mse_above_the_eps_floor_says_nothing_about_it():
+    expected = np.full(4, 1.0)
+    verdict = compare(expected * (1 + 1e-3), expected)  # squared error 4e-6 > 1.5e-8: not zeroed
+    assert not verdict.eps_zeroed and verdict.diagnostics["raw_rel_mse"] == pytest.approx(1e-3)
+    assert verdict.reason == f"rel_mse {verdict.value:.4g} <= bound 0.003 (policy:cnnl)"

@@ -110,3 +110,26 @@ def test_an_invalid_waiver_file_is_named(tmp_path):
     path.write_text("[waivers\n")
     with pytest.raises(ConfigError, match="waivers.toml is not valid TOML"):
         load_waivers(path)
+
+
+@pytest.mark.parametrize("entry, culprit", [
+    ('"add:float99" = 0.1', "key 'add:float99': unknown dtype 'float99'"),
+    ('"a:b:c:d" = 0.1', "key 'a:b:c:d' must be 'op'"),
+    ('add = "no-such-policy"', "'add': unknown"),
+])
+def test_tolerance_errors_name_the_file(tmp_path, entry, culprit):
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(f"[tool.mluverify.tolerances]\n{entry}\n")
+    with pytest.raises(ConfigError) as error:
+        load_settings(pyproject)
+    assert str(error.value).startswith(f"{pyproject}: [tool.mluverify.tolerances] ")
+    assert culprit in str(error.value)
+
+
+@pytest.mark.parametrize("key, value, bound", [
+    ("regress_factor", 0.99, "must be >= 1"), ("noise_floor", -1e-9, "must be >= 0"),
+    ("determinism_share", 1.01, "must be between 0 and 1"), ("determinism_share", float("nan"), "between"),
+])
+def test_a_numeric_key_out_of_its_bounds_names_key_value_and_bound(key, value, bound):
+    with pytest.raises(ConfigError, match=rf"cli-test: \[tool.mluverify\] {key} = .* {bound}"):
+        parse_settings({key: value}, source="cli-test")

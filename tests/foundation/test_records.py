@@ -83,18 +83,21 @@ def test_unknown_columns_and_unwritable_dirs_are_named(tmp_path):
 
 
 
-def test_the_typed_record_has_the_columns_of_the_committed_baseline():
+def test_the_typed_record_keeps_the_columns_of_the_committed_baseline():
     """The baseline in reports/baseline was written before the record was typed: its schema
-    is the column list (names, order, types) the record's fields must keep."""
+    is the column list (names, order, types) the record's fields must begin with; the columns
+    of later schema versions follow, and the baseline loads with them (migrated)."""
     from dataclasses import fields
     from pathlib import Path
 
     from mluverify.core.record import Record
+    from mluverify.report.loading import load
 
-    baseline = Path(__file__).parents[2] / "reports" / "baseline" / "records.parquet"
-    written = pq.read_schema(baseline).remove_metadata()
-    assert [column.name for column in fields(Record)] == written.names
-    assert records.arrow_schema().equals(written)
+    baseline = Path(__file__).parents[2] / "reports" / "baseline"
+    written = pq.read_schema(baseline / "records.parquet").remove_metadata()
+    assert [column.name for column in fields(Record)][:len(written.names)] == written.names
+    assert all(records.arrow_schema().field(name).equals(written.field(name)) for name in written.names)
+    assert list(load(baseline).columns) == list(records.COLUMNS)
 
 
 def test_a_record_round_trips_through_the_shard_writer(tmp_path):
@@ -119,3 +122,28 @@ def test_a_record_round_trips_through_the_shard_writer(tmp_path):
         (case.case_id, "mlu:cnnl", "aten::erf", "emulator", 4)
     # rel_mse = sqrt(sum((a-e)^2) / sum(e^2)) = 0.001 for a uniform 0.1 % error
     assert (row["metric"], row["value"], row["passed"]) == ("rel_mse", pytest.approx(1e-3, rel=1e-3), True)
+
+
+def test_a_record_keeps_the_raw_rel_mse_the_eps_flag_and_ulps_only_with_a_golden_result():
+    import numpy as np
+
+    from mluverify.core.backends import Execution
+    from mluverify.core.case import Case, Target
+    from mluverify.core.record import make_record
+    from mluverify.judge import compare
+
+    golden = np.ones(8)
+    expected = golden.astype(np.float32)
+    actual = (golden + 2.0 ** -23).astype(np.float32)  # 1 float32 ULP above 1 everywhere
+    case = Case("t.py::test_copy[mlu:cnnl]", "copy", Target("mlu", "cnnl"), suite="ops", dtype="float32")
+    with_golden = make_record("r1", case, compare(actual, expected, golden=golden, dtype="float32"),
+                              Execution(actual), 0.0, status="passed")
+    # 8 x (2^-23)^2 <= (2/16384)^2: judged 0; raw sqrt(8 x 2^-46 / 8) = 2^-23
+    assert (with_golden.value, with_golden.eps_zeroed) == (0.0, True)
+    assert with_golden.raw_rel_mse == pytest.approx(2.0 ** -23)
+    assert (with_golden.ulp_max, with_golden.ulp_p99) == (1.0, 1.0)
+    assert "raw_rel_mse" not in with_golden.extra_metrics and "ulp" not in with_golden.extra_metrics
+    without = make_record("r1", case, compare(actual, expected), Execution(actual), 0.0, status="passed")
+    assert without.ulp_max is None and without.ulp_p99 is None  # absent, not 0
+    errored = make_record("r1", case, None, Execution(actual), 0.0, status="errored", error="boom")
+    assert errored.raw_rel_mse is None and errored.eps_zeroed is None

@@ -1,4 +1,5 @@
 """The corpus file format: round trip, versioning, merging, and the command's bad input."""
+import dataclasses
 import json
 
 import pytest
@@ -6,7 +7,7 @@ import torch
 
 from mluverify.cli import main
 from mluverify.errors import InvalidArgument
-from mluverify.fuzz.corpus import VERSION, Finding, keep, load_corpus, merge, read_finding, signature
+from mluverify.fuzz.corpus import VERSION, Finding, keep, load_corpus, merge, read_finding, retire, signature
 from mluverify.fuzz.differential import Judgement
 from mluverify.fuzz.program import Node, Program
 
@@ -64,6 +65,34 @@ def test_an_unreadable_corpus_file_is_named(tmp_path, capsys):
     assert "broken.json" in error and "unreadable" in error
 
 
+def test_a_culprit_names_the_finding_and_round_trips(tmp_path):
+    blamed = dataclasses.replace(_finding(), culprit="aten::softmax")
+    written, _ = keep(tmp_path, blamed)
+    assert read_finding(tmp_path / f"{written.signature}.json").culprit == "aten::softmax"
+    assert written.signature == signature("cpu:inductor", "deviation", ("exp",), "aten::softmax")
+    assert written.signature != _finding().signature
+
+
+def test_a_retired_finding_moves_to_fixed(tmp_path):
+    finding, _ = keep(tmp_path, _finding())
+    moved = retire(tmp_path, finding)
+    assert moved == tmp_path / "fixed" / f"{finding.signature}.json"
+    assert (tmp_path / "fixed" / f"{finding.signature}.py").exists()
+    assert load_corpus(tmp_path) == [] and len(load_corpus(tmp_path / "fixed")) == 1
+
+
+def test_the_standalone_script_exits_1_on_a_mismatch(tmp_path, monkeypatch):
+    """Its ``wrong`` check: another dtype, or an error against float64 past twice the CPU's."""
+    finding, _ = keep(tmp_path, _finding())
+    namespace = {}
+    exec((tmp_path / f"{finding.signature}.py").read_text().split('if __name__ == "__main__":')[0], namespace)
+    wrong, golden = namespace["wrong"], torch.tensor([1.0, 2.0], dtype=torch.float64)
+    reference = golden.float()
+    assert wrong(reference, reference, golden) == ""
+    assert "float16" in wrong(reference.half(), reference, golden)
+    assert "rel_mse" in wrong(reference * 1.1, reference, golden)
+
+
 def test_the_same_finding_kept_twice_is_one_file_with_two_hits(tmp_path):
     keep(tmp_path, _finding())
     _, new = keep(tmp_path, _finding())
@@ -86,7 +115,22 @@ def test_shards_merge_into_one_deduplicated_corpus(tmp_path):
     (["--budget=-5s"], "budget '-5s' must be > 0"),
     (["--budget", "lots"], "budget 'lots'"),
     (["--merge", "x"], "--merge needs --out"),
+    (["--retire-fixed"], "--retire-fixed needs --replay"),
 ])
 def test_bad_input_exits_2_naming_it(argv, message, capsys):
     assert main(["fuzz", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_replay_retires_what_no_longer_fails_and_keeps_what_does(tmp_path, capsys):
+    """On the planted target only a transposed matmul operand is wrong: relu -> softmax passes."""
+    passing, _ = keep(tmp_path, _finding(target="planted:fused"))
+    nodes = (Node("transpose", ("x0",), {"dim0": 0, "dim1": 1}), Node("matmul", ("v0", "x0")))
+    failing = Finding(Judgement("planted:fused", "deviation", "planted"), Program(((3, 3),), nodes),
+                      (torch.arange(9.0).reshape(3, 3),))
+    keep(tmp_path, failing)
+    argv = ["fuzz", "--replay", str(tmp_path), "--retire-fixed", "--plugin", "fuzz_planted", "--in-process"]
+    assert main(argv) == 1
+    assert "1 of 2 findings reproduce" in capsys.readouterr().out
+    assert [f.signature for f in load_corpus(tmp_path)] == [failing.signature]
+    assert [f.signature for f in load_corpus(tmp_path / "fixed")] == [passing.signature]

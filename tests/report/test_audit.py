@@ -80,8 +80,8 @@ def test_cli_writes_csv_markdown_html(tmp_path):
     args = parser.parse_args(["audit", *map(str, runs), "--out", str(tmp_path / "audit")])
     assert args.func(args) == 0
     csv = (tmp_path / "audit" / "audit.csv").read_text().splitlines()
-    assert csv[0].startswith("op,target,dtype,metric,runs,cases,failed,p50,p90,p99,max,max_passing,bound,headroom")
-    assert any(line.startswith("mm,mlu:cnml,float32,rel_mse,2,2,0,") and line.endswith(",too loose") for line in csv)
+    assert csv[0].startswith("op,target,dtype,quant,metric,runs,cases,failed,p50,p90,p99,max,max_passing,bound,headroom")
+    assert any(line.startswith("mm,mlu:cnml,float32,,rel_mse,2,2,0,") and line.endswith(",too loose") for line in csv)
     assert "too tight" in (tmp_path / "audit" / "audit.md").read_text()
     assert 'id="error-vs-bound"' in (tmp_path / "audit" / "audit.html").read_text()
 

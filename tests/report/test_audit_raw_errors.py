@@ -15,12 +15,13 @@ ONE_ULP_SQNR_DB = -20 * math.log10(ONE_ULP)
 
 
 def _bit_exact(case_id: str, op: str) -> dict:
-    return make_record(case_id, 0.0, op=op, max_abs=0.0, sqnr_db=math.inf)
+    return make_record(case_id, 0.0, op=op, max_abs=0.0, sqnr_db=math.inf, raw_rel_mse=0.0, eps_zeroed=False)
 
 
 def _one_ulp_off(case_id: str, op: str) -> dict:
     # the judged rel_mse is 0: 8 x (2^-23)^2 is far below the eps rule's (2/16384)^2
-    return make_record(case_id, 0.0, op=op, max_abs=ONE_ULP, sqnr_db=ONE_ULP_SQNR_DB)
+    return make_record(case_id, 0.0, op=op, max_abs=ONE_ULP, sqnr_db=ONE_ULP_SQNR_DB, raw_rel_mse=ONE_ULP,
+                       eps_zeroed=True)
 
 
 @pytest.fixture
@@ -47,10 +48,10 @@ def test_the_recommendation_comes_from_the_raw_error_beside_the_eps_zeroed_count
 
 
 def test_the_recommendation_is_never_below_the_golden_reference_error():
-    rows = [make_record("sum[1]", 1e-4, op="sum", sqnr_db=80.0, reference_error=0.0, device_error=1e-4),
-            make_record("sum[2]", 1e-4, op="sum", sqnr_db=80.0, reference_error=5e-4, device_error=1e-4)]
+    rows = [make_record("sum[1]", 1e-4, op="sum", raw_rel_mse=1e-4, reference_error=0.0, device_error=1e-4),
+            make_record("sum[2]", 1e-4, op="sum", raw_rel_mse=1e-4, reference_error=5e-4, device_error=1e-4)]
     total = audit_runs([as_frame(rows)]).groups.set_index("op").loc["sum"]
-    # raw 10^(-80/20) = 1e-4, x 2 = 2e-4; the CPU itself misses float64 by 5e-4
+    # raw 1e-4 x 2 = 2e-4; the CPU itself misses float64 by 5e-4
     assert total["recommended_bound"] == 5e-4
 
 
@@ -65,6 +66,30 @@ def test_every_failing_case_the_recommendation_would_admit_is_listed():
 def test_a_non_zero_rel_mse_keeps_its_value_against_a_zero_reference():
     # all-zero reference: the raw rel_mse is infinite (sqnr -inf); the judged 1e-3 (the eps rule
     # adds eps to the reference energy) was not zeroed, so it stays what the bound is set from
-    rows = [make_record("mean[1]", 1e-3, op="mean", max_abs=1e-5, sqnr_db=-math.inf)]
+    rows = [make_record("mean[1]", 1e-3, op="mean", max_abs=1e-5, sqnr_db=-math.inf, raw_rel_mse=math.inf,
+                        eps_zeroed=False)]
     mean = audit_runs([as_frame(rows)]).groups.set_index("op").loc["mean"]
     assert mean["max_passing_raw"] == 1e-3 and mean["recommended_bound"] == 0.002
+
+
+def test_records_older_than_version_4_get_their_raw_values_from_sqnr_db(tmp_path):
+    import pyarrow.parquet as pq
+
+    from mluverify.report.loading import load
+    from mluverify.report.records import to_table
+
+    rows = [make_record("softmax[1]", 0.0, op="softmax", max_abs=ONE_ULP, sqnr_db=ONE_ULP_SQNR_DB),
+            make_record("copy[1]", 0.0, op="copy", max_abs=0.0, sqnr_db=math.inf),
+            make_record("abs[1]", 0.0, op="abs", metric="max_abs", sqnr_db=math.inf)]
+    old = to_table(rows, {"schema_version": 3}).drop_columns(["raw_rel_mse", "eps_zeroed", "ulp_max", "ulp_p99"])
+    (tmp_path / "run").mkdir()
+    pq.write_table(old, tmp_path / "run" / "records.parquet")
+    loaded = load(tmp_path / "run").set_index("op")
+    # 10^(-sqnr_db / 20) undoes sqnr_db = -20 log10(2^-23)
+    assert loaded.loc["softmax", "raw_rel_mse"] == pytest.approx(ONE_ULP)
+    assert loaded.loc["softmax", "eps_zeroed"] == True  # noqa: E712 (a numpy bool)
+    assert loaded.loc["copy", "raw_rel_mse"] == 0.0 and loaded.loc["copy", "eps_zeroed"] == False  # noqa: E712
+    assert loaded.loc["abs", "eps_zeroed"] is None  # no eps rule outside rel_mse
+    assert math.isnan(loaded.loc["softmax", "ulp_max"])  # never measured: absent, not 0
+    groups = audit_runs([loaded.reset_index()]).groups.set_index("op")
+    assert groups.loc["softmax", "verdict"] != "exact" and groups.loc["softmax", "max_passing_raw"] == pytest.approx(ONE_ULP)

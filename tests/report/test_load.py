@@ -7,8 +7,8 @@ import pytest
 from mluverify.errors import RecordsError
 from mluverify.report import loading
 from mluverify.report.loading import load
-from mluverify.report.records import (
-    COLUMNS, SCHEMA_VERSION, ShardWriter, merge, run_metadata, to_table, write_metadata)
+from mluverify.report.merging import merge
+from mluverify.report.records import COLUMNS, SCHEMA_VERSION, ShardWriter, run_metadata, to_table, write_metadata
 
 from report_records import make_record, write_run
 

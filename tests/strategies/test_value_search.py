@@ -94,11 +94,20 @@ def test_an_unknown_distribution_names_the_valid_ones():
 
 
 @pytest.mark.parametrize("diagnostics, value, score", [
-    # sqnr 40 dB: ||e - a|| / ||e|| = 10^(-40/20) = 0.01, whatever the eps-zeroed judged value
-    ({"sqnr_db": 40.0}, 0.0, 0.01),
-    ({"sqnr_db": math.inf}, 0.0, 0.0),           # bit-identical
+    ({"raw_rel_mse": 0.01}, 0.0, 0.01),           # the raw error, whatever the eps-zeroed judged value
+    ({"raw_rel_mse": 0.0}, 0.0, 0.0),             # bit-identical
     ({}, 3.0, 3.0),                               # exact metric: elements that differ
-    ({"sqnr_db": -math.inf}, 0.0, np.finfo(np.float64).max),  # zero reference, non-zero error
+    ({"raw_rel_mse": math.inf}, 0.0, np.finfo(np.float64).max),  # zero reference, non-zero error
 ])
 def test_the_search_score_is_the_raw_relative_error(diagnostics, value, score):
     assert search_score(diagnostics, value) == pytest.approx(score, rel=1e-12)
+
+
+def test_the_search_score_moves_where_the_judged_rel_mse_is_eps_zeroed():
+    from mluverify.judge import compare
+
+    expected = np.full(4, 1e-3)
+    verdict = compare(expected * (1 + 1e-4), expected)
+    # squared error 4 x (1e-7)^2 = 4e-14 <= (2/16384)^2: judged 0; raw ||a - e|| / ||e|| = 1e-4
+    assert verdict.value == 0.0
+    assert search_score(verdict.diagnostics, verdict.value) == pytest.approx(1e-4, rel=1e-9)

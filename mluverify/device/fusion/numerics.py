@@ -175,17 +175,31 @@ def round_constants(group: fx.GraphModule, storage: torch.dtype) -> None:
 
 
 def keep_storage_precision(group: fx.GraphModule, storage: torch.dtype) -> None:
-    """Compute in float32 with ``storage``-precision inputs, intermediates and outputs."""
+    """Compute in float32 with ``storage``-precision inputs, intermediates and outputs.
+
+    A value the captured graph holds in a wider floating dtype (float32 beside a cast to
+    float16, or the float32 result of float16/float32 promotion) keeps that dtype: only
+    ``storage``-typed values are rounded, and each output leaves in its own dtype."""
     graph = group.graph
     for node in list(graph.nodes):
         if node.op == "placeholder":
             _insert_after(graph, node, cast_floating, torch.float32)
         elif node.op == "call_function" and node.target not in _VALUE_PRESERVING:
-            _insert_after(graph, node, round_to, storage)
+            if _own_dtype(node, storage) == storage:
+                _insert_after(graph, node, round_to, storage)
         elif node.op == "output":
             with graph.inserting_before(node):
-                node.args = (graph.call_function(cast_floating, (node.args[0], storage)),)
+                node.args = (fx.node.map_arg(node.args[0], lambda out: graph.call_function(
+                    cast_floating, (out, _own_dtype(out, storage)))),)
     group.recompile()
+
+
+def _own_dtype(node: fx.Node, storage: torch.dtype) -> torch.dtype:
+    """The floating dtype of ``node``'s value in the captured graph (``storage`` if unknown)."""
+    value = node.meta.get("val")
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.dtype
+    return storage
 
 
 def _insert_after(graph: fx.Graph, node: fx.Node, fn, dtype: torch.dtype) -> None:

@@ -95,8 +95,8 @@ def build_program(model: nn.Module, inputs: tuple, settings: FusionSettings) -> 
         for group in groups:
             group.debug = writer
     program = FusedProgram(graph_module, groups, outside, on_device)
-    if settings.print_graph:
-        log.warning("%s", program.describe())
+    if settings.print_graph:  # TORCH_MIN_CNLOG_LEVEL=-1, the seeds' debug mode: a DEBUG line
+        log.debug("%s", program.describe())
     return program
 
 

@@ -1,7 +1,7 @@
 """mluverify fuzz finding 24463c07fc61: deviation on mlu:cnml.
 
 output [0]: dtype mismatch: actual float16 vs expected float32; dtype mismatch: actual float16 vs expected float32
-Re-run: python 24463c07fc61.py
+Re-run: python 24463c07fc61.py  (exit status 1 and MISMATCH lines while the target is wrong)
 """
 import torch
 
@@ -36,10 +36,26 @@ def rel_mse(actual, expected):
     return float(((actual - expected) ** 2).sum().sqrt() / expected.pow(2).sum().sqrt().clamp_min(1e-30))
 
 
+def wrong(actual, reference, golden):
+    """Why the target's output is wrong ("" if it is not): another shape or dtype than the CPU's,
+    or an error against float64 beyond twice the CPU's own plus 1e-3 (the golden rule, simplified)."""
+    if actual.shape != reference.shape or actual.dtype != reference.dtype:
+        return f"{tuple(actual.shape)} {actual.dtype} instead of {tuple(reference.shape)} {reference.dtype}"
+    if rel_mse(actual, golden) > 2 * rel_mse(reference, golden) + 1e-3:
+        return f"rel_mse {rel_mse(actual, golden):.3g} against float64, the CPU's {rel_mse(reference, golden):.3g}"
+    return ""
+
+
 if __name__ == "__main__":
     reference = program(*(x.clone() for x in INPUTS))
     golden = program_float64(*(x.double() for x in INPUTS))
     actual = on_target(program, [x.clone() for x in INPUTS])
+    mismatches = 0
     for index, (a, e, g) in enumerate(zip(actual, reference, golden)):
         print(f"output {index} {tuple(e.shape)} {e.dtype} (mlu:cnml: {tuple(a.shape)} {a.dtype}): mlu:cnml vs float64 rel_mse {rel_mse(a, g):.3g}, "
               f"CPU vs float64 {rel_mse(e, g):.3g}, mlu:cnml vs CPU {rel_mse(a, e):.3g}")
+        why = wrong(a, e, g)
+        if why:
+            print(f"MISMATCH output {index} on mlu:cnml: {why}")
+            mismatches += 1
+    raise SystemExit(1 if mismatches else 0)

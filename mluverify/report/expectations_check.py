@@ -1,0 +1,133 @@
+"""Which waivers still hold: ``mluverify expectations check`` and the gate's opt-in stale rule.
+
+A waiver is matched against a run's records by the one rule of ``mluverify.core.expectations``
+(its case-id glob, then its scope on the record's target, core version, device implementation
+and the run's torch version). It is **stale** when it covers no record (it matches nothing in
+these runs) or when every case it covers passed (the deviation is gone). Expired and
+uncategorised waivers are reported as well. ``prune`` rewrites an expectations file without
+the stale entries, keeping its comments and layout (tomlkit).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Collection, Iterable, NamedTuple
+
+from mluverify.core.expectations import ExpectationsFile, Waiver, Where, case_id_regex
+from mluverify.core.status import PASSED
+from mluverify.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+WHERE_COLUMNS = ("target", "core_version", "device_impl", "torch_version")
+
+
+@dataclass(frozen=True)
+class WaiverCheck:
+    """What the runs say of one waiver: ``cases`` it covers, how many of them ``passing``."""
+
+    source: str
+    key: str
+    case_id_glob: str
+    waiver: Waiver
+    cases: int
+    passing: int
+    expired: bool
+
+    @property
+    def matches_nothing(self) -> bool:
+        return self.cases == 0
+
+    @property
+    def all_pass(self) -> bool:
+        return self.cases > 0 and self.passing == self.cases
+
+    @property
+    def stale(self) -> bool:
+        return self.matches_nothing or self.all_pass
+
+    @property
+    def problems(self) -> list[str]:
+        """Why the entry needs attention (empty: it still holds)."""
+        found = [("matches nothing", self.matches_nothing),
+                 (f"all {self.cases} cases it covers pass", self.all_pass),
+                 (f"expired on {self.waiver.until.isoformat()}", self.expired),
+                 ("uncategorised", not self.waiver.category)]
+        return [text for text, applies in found if applies]
+
+
+def check_expectations(records: "pd.DataFrame", files: Iterable[ExpectationsFile],
+                       today: dt.date | None = None) -> list[WaiverCheck]:
+    """One ``WaiverCheck`` per waiver of ``files`` against ``records`` (columns ``case_id``,
+    ``status`` and ``WHERE_COLUMNS``; a missing one is not known)."""
+    today = today or dt.date.today()
+    records = records.reindex(columns=["case_id", "status", *WHERE_COLUMNS])
+    case_passes = (records["status"] == PASSED).groupby(records["case_id"]).all()
+    places = Places.of(records)
+    checks = []
+    for file in files:
+        for key, waiver in file.waivers.items():
+            glob = file.case_id_globs[key]
+            covered = records.loc[covered_rows(records, glob, waiver, places), "case_id"].unique()
+            checks.append(WaiverCheck(str(file.path), key, glob, waiver, len(covered),
+                                      int(case_passes.reindex(covered).sum()), waiver.expired(today)))
+    return checks
+
+
+def covered_rows(records: "pd.DataFrame", glob: str, waiver: Waiver,
+                 places: "Places | None" = None) -> "pd.Series":
+    """Per record, whether ``glob -> waiver`` covers it: ``covers`` on a whole frame (the glob's
+    literal head narrows the rows before the regular expression runs; the scope is decided once
+    per distinct place)."""
+    import numpy as np
+    import pandas as pd
+
+    head = re.split(r"[*?]", glob, maxsplit=1)[0]
+    ids = records["case_id"].astype(str)
+    near = ids.str.startswith(head).to_numpy(dtype=bool)
+    hit = near.copy()
+    hit[near] = ids[near].str.match(case_id_regex(glob)).to_numpy(dtype=bool)
+    codes, where = places or Places.of(records)
+    holds = np.array([waiver.scope.holds(place) for place in where], dtype=bool)
+    return pd.Series(hit & holds[codes], index=records.index)
+
+
+class Places(NamedTuple):
+    """Per record, the index (``codes``) of its ``Where`` among the run's distinct ``places``."""
+
+    codes: "np.ndarray"
+    places: list[Where]
+
+    @classmethod
+    def of(cls, records: "pd.DataFrame") -> "Places":
+        import pandas as pd
+
+        frame = records.reindex(columns=list(WHERE_COLUMNS)).astype(object)
+        frame = frame.where(frame.notna() & (frame != ""), None)
+        keys = pd.Series(list(zip(*(frame[column] for column in WHERE_COLUMNS))), index=records.index, dtype=object)
+        codes, distinct = pd.factorize(keys)
+        return cls(codes, [Where(*key) for key in distinct])
+
+
+def prune(file: ExpectationsFile, keys: Collection[str]) -> int:
+    """Rewrite ``file`` without the waivers ``keys``, keeping comments and layout; how many
+    entries it removed."""
+    import tomlkit
+
+    if file.path is None or not keys:
+        return 0
+    document = tomlkit.parse(Path(file.path).read_text(encoding="utf-8"))
+    table = document
+    for part in file.table:
+        table = table[part]
+    removed = [key for key in keys if key in table]
+    if len(removed) != len(set(keys)):
+        raise ConfigError(f"{file.path}: no waiver {sorted(set(keys) - set(removed))!r} to prune")
+    for key in removed:
+        del table[key]
+    Path(file.path).write_text(tomlkit.dumps(document), encoding="utf-8")
+    return len(removed)

@@ -1,0 +1,100 @@
+"""``mluverify expectations check``: stale, matching-nothing, expired and uncategorised waivers,
+and ``--prune`` keeping comments."""
+import datetime as dt
+
+import pandas as pd
+
+from mluverify.cli import main
+from mluverify.core.expectations import load_expectations
+from mluverify.report.expectations_check import check_expectations, prune
+
+WAIVERS = '''# known deviations of the test suite
+[expectations]
+case_ids = { "" = "t.py::test_op[*-{key}]" }
+
+[waivers]
+# fixed since: every case passes now
+"add-*" = { reason = "was off by one ulp", until = "2099-01-01", category = "device bug" }
+# still failing on MLU270 only
+"mul-*" = { reason = "int16 products", until = "2099-01-01", category = "quantization", scope = { cores = ["MLU270"] } }
+# no such case any more
+"gone-*" = { reason = "removed op", until = "2099-01-01", category = "unsupported" }
+"old-*" = { reason = "nobody said why", until = "2020-01-01" }
+'''
+
+
+def records():
+    rows = [("add-0", "MLU270", "passed"), ("add-1", "MLU370", "passed"),
+            ("mul-0", "MLU270", "waived"), ("mul-0", "MLU370", "passed"), ("mul-1", "MLU270", "passed"),
+            ("old-0", "MLU270", "waived")]
+    return pd.DataFrame([{"case_id": f"t.py::test_op[mlu:cnnl-{core}-{name}]", "target": "mlu:cnnl",
+                          "core_version": core, "device_impl": "emulator", "status": status}
+                         for name, core, status in rows])
+
+
+def file_in(tmp_path):
+    path = tmp_path / "waivers.toml"
+    path.write_text(WAIVERS)
+    return path
+
+
+def test_stale_matching_nothing_expired_and_uncategorised_are_reported(tmp_path):
+    checks = {c.key: c for c in check_expectations(records(), [load_expectations(file_in(tmp_path))],
+                                                   today=dt.date(2026, 1, 1))}
+    assert (checks["add-*"].cases, checks["add-*"].passing, checks["add-*"].stale) == (2, 2, True)
+    # mul's scope is MLU270: its MLU370 record is not its case; of its two MLU270 cases one passes
+    assert (checks["mul-*"].cases, checks["mul-*"].passing, checks["mul-*"].stale) == (2, 1, False)
+    assert checks["gone-*"].matches_nothing and checks["gone-*"].problems == ["matches nothing"]
+    assert checks["old-*"].problems == ["expired on 2020-01-01", "uncategorised"]
+
+
+def test_prune_drops_the_stale_entries_and_keeps_the_comments(tmp_path):
+    path = file_in(tmp_path)
+    assert prune(load_expectations(path), ["add-*", "gone-*"]) == 2
+    text = path.read_text()
+    assert '"add-*"' not in text and '"gone-*"' not in text
+    assert "# known deviations of the test suite" in text and "# still failing on MLU270 only" in text
+    assert list(load_expectations(path).waivers) == ["mul-*", "old-*"]
+
+
+def write_run(run_dir):
+    """A run directory holding ``records()`` through the records schema."""
+    import pyarrow.parquet as pq
+
+    from mluverify.report.records import SCHEMA_VERSION, to_table
+
+    rows = [{"run_id": "run", "op": "op", "metric": "rel_mse", "value": 0.0, "bound": 1.0,
+             "passed": row["status"] == "passed", "waived": row["status"] == "waived", **row}
+            for row in records().to_dict("records")]
+    run_dir.mkdir()
+    pq.write_table(to_table(rows, {"schema_version": SCHEMA_VERSION}), run_dir / "records.parquet")
+    return run_dir
+
+
+def test_the_command_reports_then_prunes_and_fails_on_stale_only_when_asked(tmp_path, capsys):
+    path, run = file_in(tmp_path), write_run(tmp_path / "run")
+    assert main(["expectations", "check", str(run), "--file", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{path}: 'add-*': all 2 cases it covers pass" in out
+    assert f"{path}: 'gone-*': matches nothing" in out
+    assert "4 waivers: 2 stale (1 match nothing, 1 whose cases all pass), 3 waived cases pass now" in out
+    assert main(["expectations", "check", str(run), "--file", str(path), "--fail-on-stale"]) == 1
+    assert main(["expectations", "check", str(run), "--file", str(path), "--prune"]) == 0
+    assert list(load_expectations(path).waivers) == ["mul-*", "old-*"]
+    capsys.readouterr()
+    assert main(["expectations", "check", str(run), "--file", str(path), "--fail-on-stale"]) == 0
+
+
+def test_the_gate_fails_on_a_stale_configured_waiver_only_when_asked(tmp_path):
+    from mluverify.core.expectations import parse_waivers
+    from mluverify.report.loading import load
+    from mluverify.report.gate import evaluate_gate
+
+    run = load(write_run(tmp_path / "run"))
+    waivers = parse_waivers({"t.py::test_op[*-add-*]": {"reason": "fixed", "until": "2099-01-01"},
+                             "t.py::test_op[*-old-*]": {"reason": "open", "until": "2099-01-01"}})
+    today = dt.date(2026, 1, 1)
+    assert "stale waiver" not in set(evaluate_gate(run, waivers=waivers, today=today).blocking["rule"])
+    blocking = evaluate_gate(run, waivers=waivers, today=today, stale_waivers=True).blocking
+    stale = blocking[blocking["rule"] == "stale waiver"]
+    assert stale["case_id"].tolist() == ["t.py::test_op[*-add-*]"]
