@@ -188,7 +188,10 @@ def test_sigkill_at_random_points_keeps_every_written_record_and_never_reads_as_
         written_log.write_text("")
         process = subprocess.Popen(pytest_argv(pytester), cwd=pytester.path, env=env,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(chance.uniform(1.0, 4.0))
+        started = time.monotonic()  # start-up (torch's import) takes seconds: kill after it, at random
+        while not written_log.read_text() and process.poll() is None and time.monotonic() - started < WAIT_S:
+            time.sleep(0.05)
+        time.sleep(chance.uniform(0.0, 2.0))
         process.kill()
         process.wait(WAIT_S)
         written = {int(line) for line in written_log.read_text().split()}

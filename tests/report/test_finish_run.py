@@ -35,7 +35,7 @@ def test_merges_and_writes_every_report(tmp_path, report_pm):
     # op, target, dtype, metric, cases, worst status, one count per status (mluverify.core.status order:
     # errored, not_on_device, not_fused, nondeterministic, failed, waived, passed), pass rate
     assert (tmp_path / "summary.csv").read_text().splitlines()[1].startswith(
-        "add,mlu:cnnl,float32,rel_mse,1,passed,0,0,0,0,0,0,1,1.0,")
+        "add,mlu:cnnl,float32,,rel_mse,1,passed,0,0,0,0,0,0,1,1.0,")  # quant "" after dtype
     page = (tmp_path / "report.html").read_text()
     # self-contained: plots and script inline, nothing fetched
     assert page.count('src="data:image/png;base64,') == 2
