@@ -156,9 +156,10 @@ def tensors(draw, shape_strategy=None, *, distributions: Sequence[str] = DISTRIB
     if transposed and len(shape) >= 2:
         # Build the transposed storage, then transpose back: same shape, non-contiguous strides.
         swapped = (*shape[:-2], shape[-1], shape[-2])
-        array = on_grid(draw(arrays(swapped, distribution, low=low, high=high)), grid)
+        array = on_grid(np.asarray(draw(arrays(swapped, distribution, low=low, high=high))), grid)
         return torch.from_numpy(array).transpose(-1, -2)
-    return torch.from_numpy(on_grid(draw(arrays(shape, distribution, low=low, high=high)), grid))
+    # np.asarray: a 0-d draw comes back as a numpy scalar, which torch.from_numpy refuses
+    return torch.from_numpy(on_grid(np.asarray(draw(arrays(shape, distribution, low=low, high=high))), grid))
 
 
 def search_score(diagnostics: Mapping[str, float], value: float) -> float:
