@@ -67,6 +67,7 @@ class PytestRun:
         self.failing: dict[str, list[str]] = {}  # test id -> reproducers of its failing cases
         self.ran: set[str] = set()  # the tests that reached their teardown (controller side)
         self.completeness: RunCompleteness | None = None  # how the run ended, once it has
+        self.published: Path | None = None  # where the finished run was swapped in
         self._off_progress_line = False
 
     # --- claiming, controller side ---------------------------------------------------------
@@ -202,12 +203,20 @@ class PytestRun:
         if junit is None:
             return
         written = Path(junit.logfile)
-        if written.parent.resolve() == self.directory.staging.resolve():
-            if self.claimed and self.directory.path.is_dir() and not self.directory.staging.exists():
-                junit.logfile = str(self.directory.path / written.name)
-            elif not self.claimed and set(os.listdir(written.parent)) <= {written.name}:
-                shutil.rmtree(written.parent)
-                junit.logfile = "(none: the run verified nothing)"
+        if written.parent.resolve() != self.directory.staging.resolve():
+            return
+        if self.published is not None:
+            junit.logfile = str(self.published / written.name)
+        elif not self.claimed and written.parent.is_dir() and set(os.listdir(written.parent)) <= {written.name}:
+            shutil.rmtree(written.parent)  # another run's staging holds its run.json: never this
+            junit.logfile = "(none: the run verified nothing)"
+        elif not written.exists():  # the staging of a run that recorded nothing was discarded
+            junit.logfile = "(none: the run verified nothing)"
+
+    def _publish(self) -> Path:
+        """Swap the finished run in; the JUnit path printed afterwards follows it."""
+        self.published = self.directory.publish()
+        return self.published
 
     def _finish(self) -> int:
         from mluverify.report.rundir import holds_records
@@ -226,7 +235,7 @@ class PytestRun:
             return finish_run(staging, pm=self.pipeline.pm, settings=self.pipeline.settings,
                               baseline=Path(baseline) if baseline else None, gate=gate,
                               terminal_write=self._write_line, selected=self._partial_selection(),
-                              publish=self.directory.publish,
+                              publish=self._publish,
                               allow_incomplete=bool(self.config.getoption("mlu_allow_incomplete")))
         except Exception as exc:  # named errors, and bugs in a report: the records come first
             what = str(exc) if isinstance(exc, MluverifyError) else f"{type(exc).__name__}: {exc}"

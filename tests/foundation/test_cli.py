@@ -90,3 +90,16 @@ def test_a_run_prints_the_published_junit_path_and_no_rewrite_warning(pytester):
     assert (pytester.path / "reports" / "latest" / "junit.xml").is_file()
     assert not (pytester.path / "reports" / "latest.running").exists()
     assert "PytestAssertRewriteWarning" not in result.stdout.str() + result.stderr.str()
+
+
+def test_a_run_that_records_nothing_never_points_at_the_previous_runs_junit(pytester):
+    assert mluverify_run(pytester).ret == 0  # the previous run, with its junit.xml
+    pytester.makepyfile(test_add="""
+import pytest
+
+def test_add(verify):
+    pytest.skip("records nothing")
+""")
+    result = pytester.run(sys.executable, "-m", "mluverify.cli", "run", "--workers", "0", "--target", "cpu64:eager")
+    assert "generated xml file: reports/latest/junit.xml" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*generated xml file: (none: the run verified nothing)*"])
