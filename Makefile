@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify verify-inductor test gate bench venv browser
+.PHONY: verify verify-inductor test test-heavy gate bench venv browser
 
 venv: $(STAMP)
 
@@ -31,6 +31,10 @@ gate: $(STAMP)
 
 test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -n auto --dist worksteal
+
+# The tests marked heavy (kill loops, whole-suite subprocess runs), left out of make test.
+test-heavy: $(STAMP) browser
+	$(BIN)/python -m pytest -q -n auto --dist worksteal --heavy -m heavy
 
 # Headless Chromium and its driver for the report's browser tests (tests/report), Debian's
 # packages, installed when missing (as root). Elsewhere it says what to install: the tests then

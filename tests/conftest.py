@@ -45,7 +45,19 @@ def float_matmul():
         yield
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow tests first (order otherwise kept): under ``make test``'s pytest-xdist workers a
-    minutes-long test handed out last would leave the other worker idle until it ends."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--heavy", action="store_true",
+                     help="also run the tests marked heavy (make test-heavy); make test leaves them out")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Heavy tests (minutes of CPU: kill loops, whole-suite subprocess runs) only with ``--heavy``,
+    so ``make test`` stays within its 10 minutes on 2 cores. Then the slow tests first (order
+    otherwise kept): under pytest-xdist a minutes-long test handed out last would leave the
+    other worker idle until it ends."""
+    if not config.getoption("heavy"):
+        opt_in = pytest.mark.skip(reason="heavy test, not in make test: run make test-heavy (pytest --heavy)")
+        for item in items:
+            if item.get_closest_marker("heavy"):
+                item.add_marker(opt_in)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
