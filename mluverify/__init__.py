@@ -16,6 +16,8 @@ from mluverify.core.backends import Backend, BackendRegistry, Execution
 from mluverify.core.case import Case, Target
 from mluverify.judge import Tolerance, Verdict, assert_close, compare, metrics
 from mluverify.core.expectations import matches_case_id
+from mluverify.core.task import Task, TaskReferences
+from mluverify.judge import TaskBudget
 from mluverify.errors import ConfigError, InvalidArgument, MluverifyError, PluginError, RecordsError
 from mluverify.core.hookspecs import hookimpl
 
@@ -28,6 +30,6 @@ pytest_plugins = ["mluverify.pytest_plugin.plugin"]
 
 __all__ = [
     "Backend", "BackendRegistry", "Case", "ConfigError", "Execution", "InvalidArgument",
-    "MluverifyError", "PluginError", "RecordsError", "Target", "Tolerance", "Verdict",
+    "MluverifyError", "PluginError", "RecordsError", "Target", "Task", "TaskBudget", "TaskReferences", "Tolerance", "Verdict",
     "__version__", "assert_close", "compare", "hookimpl", "matches_case_id", "metrics",
 ]

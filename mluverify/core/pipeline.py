@@ -30,6 +30,7 @@ from mluverify.core.gradients import GRAD, OUTPUT, gradient_probe, ops_on_cpu, p
 from mluverify.core.plugin_manager import call_hook
 from mluverify.core.provenance import ops_under_test_on_cpu, run_recording
 from mluverify.core.record import Record, make_record
+from mluverify.core.task import Task, TaskResult
 from mluverify.errors import ConfigError
 from mluverify.judge import Tolerance, Verdict, compare, policy, resolve_tolerance
 
@@ -93,6 +94,7 @@ class _Judged:
     comparisons: list[_Comparison]
     note: str = ""  # why the golden reference did not judge, when it was asked for
     nondeterminism: str = ""
+    task: TaskResult | None = None
 
 
 @dataclass
@@ -136,21 +138,25 @@ class Pipeline:
 
     def verify(self, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case, *,
                tolerance: Tolerance | float | None = None, waiver: Waiver | None = None,
-               checks: Checks = Checks(), grad: bool = False, optimizer: Callable | None = None) -> Outcome:
+               checks: Checks = Checks(), grad: bool = False, optimizer: Callable | None = None,
+               task: Task | None = None) -> Outcome:
         """Run ``fn`` on the case's target and on the CPU (float32; float64 too when the golden
         reference is on), judge, decide the status, record, return.
 
         ``tolerance``: the marker's (see ``resolve_tolerance``). ``grad``: forward and backward,
         the output and every gradient judged, each its own record, the worst outcome returned
         (``mluverify.core.gradients``; ``optimizer``: a factory whose one step is judged too; no
-        determinism re-run nor failure dump). A device (or reference) that raises is recorded as
-        ``errored`` and the exception re-raised.
+        determinism re-run nor failure dump). ``task``: a task metric scored on the output and
+        gated by its threshold (``mluverify.core.task``; not with ``grad``). A device (or
+        reference) that raises is recorded as ``errored`` and the exception re-raised.
         """
         _, backend = self.resolve(case.target)
+        if grad and task is not None:
+            raise ConfigError(f"{case.case_id}: a task metric judges an output; it cannot go with grad=True")
         started = time.perf_counter()
         try:
             judged = (self._judge_gradients(backend, fn, args, kwargs, case, tolerance, checks, optimizer) if grad
-                      else self._judge_output(backend, fn, args, kwargs, case, tolerance, checks))
+                      else self._judge_output(backend, fn, args, kwargs, case, tolerance, checks, task))
         except Exception as exc:
             self.write_errored(case, _one_line(exc), time.perf_counter() - started, kind=GRAD if grad else OUTPUT)
             raise
@@ -164,7 +170,7 @@ class Pipeline:
         return min(outcomes, key=lambda outcome: statuses.STATUSES.index(outcome.status))
 
     def _judge_output(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case,
-                      marker: Tolerance | float | None, checks: Checks) -> _Judged:
+                      marker: Tolerance | float | None, checks: Checks, task: Task | None = None) -> _Judged:
         device_args = cast_floating(args, case.dtype)
         execution = backend.execute(fn, device_args, dict(kwargs), case=case)
         case = with_quant(case, execution)
@@ -174,7 +180,8 @@ class Pipeline:
         verdict = self._compare(as_reference_dtype(execution.output, case.dtype), expected, golden.output,
                                 tolerance, case, checks)
         comparison = _Comparison(OUTPUT, verdict, ops_under_test_on_cpu(case, execution.fallback_ops, dispatched))
-        return _Judged(case, execution, [comparison], note, nondeterminism)
+        scored = task.score(execution.output, expected, case.case_id) if task is not None else None
+        return _Judged(case, execution, [comparison], note, nondeterminism, scored)
 
     def _judge_gradients(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any],
                          case: Case, marker: Tolerance | float | None, checks: Checks,
@@ -230,21 +237,25 @@ class Pipeline:
 
     def _record(self, case: Case, comparison: _Comparison, judged: _Judged, duration_s: float,
                 waiver: Waiver | None) -> Outcome:
-        """Decide the status of one comparison (a live waiver excuses any but a pass), record it."""
+        """Decide the status of one comparison (a live waiver excuses any but a pass), record it; a
+        task metric below its threshold fails the case whatever its output's error."""
         verdict, execution = comparison.verdict, judged.execution
+        task_failure = judged.task.reason() if judged.task is not None else ""
         status, why = statuses.decide(statuses.Facts(
-            verdict.passed,
+            verdict.passed and not task_failure,
             ops_on_cpu=comparison.ops_on_cpu,
             not_fused_reason=execution.not_fused_reason if execution.executed_as == "layer-by-layer" else None,
             nondeterminism=judged.nondeterminism,
         ))
+        if status == statuses.FAILED and verdict.passed:
+            why = task_failure  # the output is within its bound: the task metric failed it
         concerning = waiver if status != statuses.PASSED else None
         if concerning is not None and not concerning.expired():
             # what it was, once: the record's reason adds the verdict's own
             status, why = statuses.WAIVED, f"{status}: {why}" if why else status
         record = make_record(self.run_id, case, verdict, execution, duration_s, status=status,
                              why="; ".join(filter(None, (why, judged.note))), kind=comparison.kind,
-                             ops_on_cpu=comparison.ops_on_cpu, waiver=concerning)
+                             ops_on_cpu=comparison.ops_on_cpu, waiver=concerning, task=judged.task)
         self.write(record)
         return Outcome(verdict, record, status, why, waiver)
 

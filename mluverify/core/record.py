@@ -18,6 +18,7 @@ from mluverify.judge import GOLDEN, METRIC_NAMES, RAW_AND_ULP_METRICS
 if TYPE_CHECKING:
     from mluverify.core.backends import Execution
     from mluverify.core.expectations import Waiver
+    from mluverify.core.task import TaskResult
     from mluverify.judge import Tolerance, Verdict
 
 _NO_DEFAULT: Any = object()
@@ -95,6 +96,15 @@ class Record:
     tolerance_source: str | None = _column("string", None)   # marker, hook ("user"), config:<key> or policy:<mode>
     waiver_reason: str | None = _column("string", None)      # the waiver of a case that did not pass: why,
     waiver_until: str | None = _column("string", None)       # and until when (YYYY-MM-DD)
+    # --- schema version 5: the task metric of a case that declares one (mluverify.core.task) ---
+    task_metric: str | None = _column("string", None)        # "accuracy" or "top1_agreement"
+    task_value: float | None = _column("float64", None)      # its share right on the target
+    task_reference: float | None = _column("float64", None)  # the reference for the model x dtype x quant
+    task_threshold: float | None = _column("float64", None)  # the gate: below it the case fails
+    task_samples: int | None = _column("int64", None)
+    task_alpha: float | None = _column("float64", None)      # the error budget the threshold comes from:
+    task_beta: float | None = _column("float64", None)       # false alarm and miss rates,
+    task_effect: float | None = _column("float64", None)     # and the (absolute) drop it must catch
 
     def as_row(self) -> dict[str, Any]:
         """The record as a row: column name -> value, in column order."""
@@ -109,10 +119,12 @@ PROVENANCE_COLUMNS = ("device_impl", "core_version", "core_number", "compile_s",
 
 def make_record(run_id: str, case: Case, verdict: Verdict | None, execution: Execution, duration_s: float, *,
                 status: str, why: str = "", error: str = "", kind: str = "output",
-                ops_on_cpu: tuple[str, ...] = (), waiver: Waiver | None = None) -> Record:
+                ops_on_cpu: tuple[str, ...] = (), waiver: Waiver | None = None,
+                task: TaskResult | None = None) -> Record:
     """The record of one comparison: ``verdict`` None for a case that errored (``error``);
     ``ops_on_cpu``: the fallbacks that computed the op under test (``mluverify.core.provenance``);
-    ``waiver``: the waiver that matched a case that did not pass (live: ``waived``, or expired)."""
+    ``waiver``: the waiver that matched a case that did not pass (live: ``waived``, or expired);
+    ``task``: the case's task metric, measured."""
     diagnostics = dict(verdict.diagnostics) if verdict else {}
     extra = {k: v for k, v in diagnostics.items() if k not in METRIC_NAMES + RAW_AND_ULP_METRICS}
     device_error = verdict.device_error if verdict else None
@@ -161,7 +173,18 @@ def make_record(run_id: str, case: Case, verdict: Verdict | None, execution: Exe
         **{name: diagnostics.get(name) for name in RAW_AND_ULP_METRICS},
         eps_zeroed=verdict.eps_zeroed if verdict and verdict.metric == "rel_mse" else None,
         **_tolerance_columns(verdict.tolerance if verdict else None),
+        **_task_columns(task),
     )
+
+
+def _task_columns(task: TaskResult | None) -> dict[str, Any]:
+    """The record's ``task_*`` columns (None: all null)."""
+    if task is None:
+        return {}
+    gate = task.gate
+    return {"task_metric": task.metric, "task_value": task.value, "task_reference": gate.reference,
+            "task_threshold": gate.threshold, "task_samples": gate.samples, "task_alpha": gate.budget.alpha,
+            "task_beta": gate.budget.beta, "task_effect": gate.effect}
 
 
 def _tolerance_columns(tolerance: Tolerance | None) -> dict[str, Any]:

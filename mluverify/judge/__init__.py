@@ -35,12 +35,23 @@ from mluverify.judge._tolerance import (
     policy,
     resolve_tolerance,
 )
+from mluverify.judge._task import (
+    DEFAULT_EFFECT_SHARE,
+    TASK_METRICS,
+    TaskBudget,
+    TaskThreshold,
+    binomial_cdf,
+    required_samples,
+    task_threshold,
+)
 
 __all__ = [
     "BUILTIN_METRICS", "DIAGNOSTIC", "EPS", "EXACT", "GOLDEN", "GOLDEN_RULES", "GoldenRule", "JUDGEABLE", "METRIC_NAMES",
     "PAIR_JUDGEABLE", "POLICIES", "RAW_AND_ULP_METRICS", "Tolerance", "ToleranceTable", "Verdict", "assert_close", "compare", "cosine", "max_abs",
     "max_rel", "metrics", "parse_golden_rules", "policy", "rae", "raw_rel_mse_from_sqnr_db", "rel_mse", "resolve_tolerance", "rma",
     "sqnr_db", "ULP_METRICS", "ulp_metrics",
+    "DEFAULT_EFFECT_SHARE", "TASK_METRICS", "TaskBudget", "TaskThreshold", "binomial_cdf", "required_samples",
+    "task_threshold",
 ]
 
 

@@ -29,6 +29,8 @@ from mluverify.core.status import PASSED
 if TYPE_CHECKING:
     import pluggy
 
+    from mluverify.core.task import Task
+
 pipeline_key = pytest.StashKey[Pipeline]()
 settings_key = pytest.StashKey[Settings]()
 plugin_manager_key = pytest.StashKey["pluggy.PluginManager"]()
@@ -312,7 +314,7 @@ def mlu_run_dir(request: pytest.FixtureRequest) -> Path:
 def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version: str) -> Callable[..., Any]:
     """``verify(fn, *args, op=None, dtype="float32", quant="", tolerance=None, seed=None,
     reproducer="", aten_ops=(), golden=None, expect_non_finite=False, grad=False, optimizer=None,
-    **kwargs)``: run ``fn`` on this test's target and on the CPU, judge, record, and fail the
+    task=None, **kwargs)``: run ``fn`` on this test's target and on the CPU, judge, record, and fail the
     test unless the case passed. ``help(verify)`` in a test describes every argument."""
     pipeline = request.config.stash[pipeline_key]
     settings = request.config.stash[settings_key]
@@ -322,7 +324,7 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
     def run(fn: Callable, *args: Any, op: str | None = None, dtype: str = "float32", quant: str = "",
             tolerance: float | None = None, seed: int | None = None, reproducer: str = "",
             aten_ops: tuple[str, ...] = (), golden: bool | None = None, expect_non_finite: bool = False,
-            grad: bool = False, optimizer: Callable | None = None, **kwargs: Any):
+            grad: bool = False, optimizer: Callable | None = None, task: Task | None = None, **kwargs: Any):
         """Run ``fn(*args, **kwargs)`` on this test's target and on the CPU, judge the device's
         output by the tolerance, write one record per comparison, and return the verdict
         (``mluverify.Verdict``); the test fails unless the case passed (xfails under a live
@@ -348,7 +350,9 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
         marker or ``--mlu-golden``). ``expect_non_finite``: an output NaN / inf everywhere on
         both sides is what the case expects (else "nothing compared" fails it). ``grad``: run
         backward too and judge every gradient; ``optimizer``: a factory ``params -> Optimizer``
-        whose one step is judged as well (``mluverify.core.gradients``)."""
+        whose one step is judged as well (``mluverify.core.gradients``). ``task``: a task metric
+        (``mluverify.core.task.Task``, e.g. accuracy on a data set) scored on the output: below
+        the threshold its error budget and sample size give, the case fails."""
         __tracebackhide__ = True
         call = next(calls)
         case = Case(
@@ -365,7 +369,7 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
                         expect_non_finite=expect_non_finite)
         try:
             outcome = pipeline.verify(fn, args, kwargs, case, tolerance=_tolerance_of(item, tolerance),
-                                     waiver=waiver, checks=checks, grad=grad, optimizer=optimizer)
+                                     waiver=waiver, checks=checks, grad=grad, optimizer=optimizer, task=task)
         except MluverifyError as exc:
             # The tool's own error (recorded as errored) says what went wrong: shown at the
             # user's call, without the frames through the tool's internals.

@@ -4,6 +4,9 @@ Rules (each finding names its rule):
 
 - ``empty run``: the run holds no records; the gate never passes vacuously.
 - ``fails tolerance``: a case breaks its tolerance; ``errored``: it raised.
+- ``task below threshold``: a case's task metric (``mluverify.core.task``: accuracy, top-1
+  agreement) fell below the threshold its error budget and sample size give; the finding says
+  the test (reference, samples, alpha, power, effect).
 - ``not_on_device`` / ``not_fused`` / ``nondeterministic``: the case did not run as it claims
   (``mluverify.core.status``), unless ``[tool.mluverify] allow`` admits the status.
 - ``new failure``: a case that was ok in the baseline is not now.
@@ -121,9 +124,35 @@ def case_findings(run: "pd.DataFrame", baseline: "pd.DataFrame | None", *, regre
     found = cases[rule.notna()].assign(rule=rule[rule.notna()])
     found = found.rename(columns={"value_new": "value", "value_base": "baseline_value", "bound_new": "bound"})
     found["detail"] = found.apply(_detail, axis=1, regress_factor=regress_factor) if len(found) else ""
+    found = _task_rule(found, run)
     waived_in_run = found["record_status_new"] == WAIVED
     found["waiver"] = waived_in_run.map({True: "waived when it ran", False: ""})
     return found[FINDING_COLUMNS]
+
+
+TASK_RULE = "task below threshold"
+
+
+def _task_rule(found: "pd.DataFrame", run: "pd.DataFrame") -> "pd.DataFrame":
+    """A case that fails for its task metric (not for a worse value) is a ``task below
+    threshold`` finding, its detail the test in words (from the record's ``task_*`` columns)."""
+    import pandas as pd
+
+    if "task_value" not in run.columns or found.empty:
+        return found
+    below = run[run["task_value"] < run["task_threshold"]]
+    details = dict(zip(zip(below["case_id"], below["target"]), below.apply(task_detail, axis=1))) if len(below) else {}
+    detail = pd.Series([details.get(key, "") for key in zip(found["case_id"], found["target"])], index=found.index)
+    hit = found["rule"].isin(["fails tolerance", "new failure"]) & (detail != "")
+    return found.assign(rule=found["rule"].mask(hit, TASK_RULE), detail=found["detail"].mask(hit, detail))
+
+
+def task_detail(row: "Mapping[str, Any]") -> str:
+    """A task metric's gate in words: value, threshold, reference, samples and error budget."""
+    return (f"{row['task_metric']} {row['task_value']:.4f} < threshold {row['task_threshold']:.4f} over "
+            f"{int(row['task_samples'])} samples (reference {row['task_reference']:.4f}; one-sided exact binomial "
+            f"test at alpha {row['task_alpha']:g}, power {1 - row['task_beta']:g} against a drop of "
+            f"{row['task_effect']:.4f})")
 
 
 def _detail(row: "pd.Series", regress_factor: float) -> str:

@@ -36,6 +36,8 @@ _V2_COLUMNS = ("status", "kind", "leaf", "executed_as", "op_on_cpu", "not_fused_
 _V3_COLUMNS = ("worst",)
 _V4_COLUMNS = ("raw_rel_mse", "eps_zeroed", "ulp_max", "ulp_p99", "tolerance_metric", "tolerance_bound",
                "tolerance_source", "waiver_reason", "waiver_until")
+_V5_COLUMNS = ("task_metric", "task_value", "task_reference", "task_threshold", "task_samples", "task_alpha",
+               "task_beta", "task_effect")
 
 
 def _with_columns(table: "pa.Table", names: tuple[str, ...], filled: dict | None = None) -> "pa.Table":
@@ -84,8 +86,14 @@ def _v3_to_v4(table: "pa.Table") -> "pa.Table":
     return _with_columns(table, _V4_COLUMNS, {"raw_rel_mse": raw, "eps_zeroed": eps_zeroed})
 
 
+def _v4_to_v5(table: "pa.Table") -> "pa.Table":
+    """Version 5 adds the task metric columns; older records declared no task metric."""
+    return _with_columns(table, _V5_COLUMNS)
+
+
 # version v -> function turning a v table into a v + 1 table, so every older file still loads.
-MIGRATIONS: dict[int, Callable[["pa.Table"], "pa.Table"]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+MIGRATIONS: dict[int, Callable[["pa.Table"], "pa.Table"]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4,
+                                                             4: _v4_to_v5}
 
 
 def records_path(run: Path) -> Path:

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 from mluverify.core.record import COLUMN_TYPES, PROVENANCE_COLUMNS, Record
 from mluverify.errors import RecordsError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # column -> pyarrow type factory name (pyarrow.<name>()): the fields of the typed record.
 COLUMNS: dict[str, str] = COLUMN_TYPES

@@ -1,0 +1,138 @@
+"""Task metrics a case declares (``verify(..., task=Task(...))``) and their registered references.
+
+A task metric judges what users of a model care about, beside the output error: ``accuracy``
+(the share of samples whose top-1 class is the true label) or ``top1_agreement`` (the share
+whose top-1 class on the target is the CPU's). Its reference is registered per model x dtype x
+quantization in a TOML file (as TensorRT-LLM registers its accuracy references per model and
+accuracy specification), with the error budget its gate is sized from
+(``mluverify.judge.task_threshold``)::
+
+    [digits_cnn]
+    metric = "accuracy"
+    budget = { alpha = 0.05, beta = 0.2, effect_share = 0.02 }
+    references = { float32 = 0.9733, "float32:int8" = 0.9711 }   # "dtype" or "dtype:quant"
+
+The ``float32`` reference sizes the effect (``effect_share`` of it). Nothing here imports torch
+until a task is scored.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from mluverify.errors import ConfigError, InvalidArgument
+from mluverify.judge import TASK_METRICS, TaskBudget, TaskThreshold, task_threshold
+
+
+@dataclass(frozen=True)
+class Task:
+    """A case's task metric: ``metric`` (one of ``TASK_METRICS``), its ``reference`` for the
+    case's model x dtype x quantization, the ``float32_reference`` that sizes the effect
+    (default: ``reference``), the true ``labels`` (``accuracy``; one per sample, the samples
+    being the first dimension of the output) and the ``budget``; ``model`` names it."""
+
+    metric: str
+    reference: float
+    float32_reference: float | None = None
+    labels: Any = None
+    budget: TaskBudget = TaskBudget()
+    model: str = ""
+
+    def __post_init__(self) -> None:
+        if self.metric not in TASK_METRICS:
+            raise InvalidArgument(f"task metric {self.metric!r} is unknown; valid: {', '.join(TASK_METRICS)}")
+        if (self.labels is None) == (self.metric == "accuracy"):
+            raise InvalidArgument(f"task metric {self.metric!r}: labels are "
+                                  f"{'needed' if self.metric == 'accuracy' else 'the CPU top-1; give none'}")
+
+    def threshold(self, samples: int, what: str) -> TaskThreshold:
+        """The gate for ``samples`` samples (InvalidArgument when too few for the budget)."""
+        return task_threshold(self.reference, samples, float32_reference=self.float32_reference,
+                              budget=self.budget, what=f"{what}: task {self.model or self.metric}")
+
+    def score(self, device_output: Any, cpu_output: Any, what: str) -> "TaskResult":
+        """Score the target's output (logits, samples first) against the labels or the CPU's."""
+        import torch
+
+        predicted = torch.as_tensor(device_output).detach().cpu().reshape(len(device_output), -1).argmax(1)
+        truth = (torch.as_tensor(self.labels) if self.metric == "accuracy"
+                 else torch.as_tensor(cpu_output).detach().cpu().reshape(len(cpu_output), -1).argmax(1))
+        if truth.shape != predicted.shape:
+            raise InvalidArgument(f"{what}: task {self.model or self.metric}: {len(truth)} labels for "
+                                  f"{len(predicted)} samples")
+        gate = self.threshold(len(predicted), what)
+        return TaskResult(self.metric, int((predicted == truth).sum()), gate)
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """A task metric measured: ``right`` of ``gate.samples`` samples, judged by ``gate``."""
+
+    metric: str
+    right: int
+    gate: TaskThreshold
+
+    @property
+    def value(self) -> float:
+        return self.right / self.gate.samples
+
+    @property
+    def passed(self) -> bool:
+        return self.right >= self.gate.needed_right
+
+    def reason(self) -> str:
+        """Why a task metric failed (``""`` when it passed)."""
+        if self.passed:
+            return ""
+        return f"task {self.metric} {self.value:.4f} < {self.gate.explain()}"
+
+
+@dataclass(frozen=True)
+class TaskReferences:
+    """The references of one file: model -> (metric, budget, dtype[:quant] -> reference)."""
+
+    path: Path
+    models: Mapping[str, tuple[str, TaskBudget, Mapping[str, float]]]
+
+    @classmethod
+    def load(cls, path: Path) -> "TaskReferences":
+        """Read and check ``path``; ConfigError names the file and the entry."""
+        try:
+            table = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"task references {path}: {exc}") from None
+        return cls(Path(path), {model: _model_entry(path, model, entry) for model, entry in table.items()})
+
+    def task(self, model: str, dtype: str = "float32", quant: str = "", *, labels: Any = None,
+             budget: TaskBudget | None = None) -> Task:
+        """The task of ``model`` for a case in ``dtype`` / ``quant`` (``budget``: overrides the file's)."""
+        if model not in self.models:
+            raise ConfigError(f"task references {self.path}: no model {model!r}; models: {', '.join(sorted(self.models))}")
+        metric, stated, references = self.models[model]
+        key = f"{dtype}:{quant}" if quant else dtype
+        if key not in references or "float32" not in references:
+            missing = key if key not in references else "float32"
+            raise ConfigError(f"task references {self.path}: [{model}] has no reference {missing!r}; "
+                              f"registered: {', '.join(sorted(references))}")
+        return Task(metric, references[key], references["float32"], labels, budget or stated, model)
+
+
+def _model_entry(path: Path, model: str, entry: Any) -> tuple[str, TaskBudget, dict[str, float]]:
+    where = f"task references {path}: [{model}]"
+    if not isinstance(entry, dict) or set(entry) - {"metric", "budget", "references"}:
+        raise ConfigError(f"{where} must be a table of metric, budget and references")
+    metric = entry.get("metric", "accuracy")
+    if metric not in TASK_METRICS:
+        raise ConfigError(f"{where}: metric {metric!r} is unknown; valid: {', '.join(TASK_METRICS)}")
+    references = entry.get("references", {})
+    bad = {key: value for key, value in references.items()
+           if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1}
+    if bad or not references:
+        raise ConfigError(f"{where}: references must map dtype[:quant] to a share in (0, 1], got {bad or references!r}")
+    try:
+        budget = replace(TaskBudget(), **entry.get("budget", {}))
+    except (TypeError, InvalidArgument) as exc:
+        raise ConfigError(f"{where}: budget: {exc}") from None
+    return metric, budget, {key: float(value) for key, value in references.items()}

@@ -1,0 +1,150 @@
+"""Task-level gates: the threshold is the exact one-sided binomial bound, the sample size the
+error budget needs is stated when too few are given, and a case whose task metric falls below
+its threshold fails, in the record and in the gate's findings, with the test in words."""
+import math
+
+import pyarrow.parquet as pq
+import pytest
+
+from mluverify.core.task import Task, TaskReferences
+from mluverify.errors import ConfigError, InvalidArgument
+from mluverify.judge import TaskBudget, binomial_cdf, required_samples, task_threshold
+
+
+def upper_tail(n: int, p: float, k: int) -> float:
+    """P(X >= k) for X ~ Binomial(n, p), term by term with exact binomial coefficients."""
+    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
+def test_the_threshold_is_the_hand_computed_binomial_bound():
+    # n = 20, p0 = 0.9: P(X <= 15) = 1 - (P16 + ... + P20) = 1 - 0.95683 = 0.04317 <= 0.05,
+    # P(X <= 16) = 0.04317 + 0.08978 = 0.13295 > 0.05: fail at <= 15 right, pass from 16 (0.80)
+    assert 1 - upper_tail(20, 0.9, 16) == pytest.approx(0.04317, abs=1e-5)
+    assert 1 - upper_tail(20, 0.9, 17) == pytest.approx(0.13295, abs=1e-5)
+    gate = task_threshold(0.9, 20, budget=TaskBudget(effect_share=0.2 / 0.9))
+    assert (gate.needed_right, gate.threshold) == (16, 0.8)
+    # n = 40, p0 = 0.95: P(X <= 35) = 0.0480 <= 0.05 < P(X <= 36) = 0.1381: pass from 36 right (0.90)
+    assert 1 - upper_tail(40, 0.95, 36) == pytest.approx(0.0480, abs=1e-4)
+    assert task_threshold(0.95, 40, budget=TaskBudget(effect_share=0.25)).needed_right == 36
+    assert binomial_cdf(35, 40, 0.95) == pytest.approx(1 - upper_tail(40, 0.95, 36), rel=1e-9)
+
+
+def test_a_perfect_reference_fails_on_any_miss():
+    gate = task_threshold(1.0, 30, budget=TaskBudget(effect_share=0.2))
+    assert gate.needed_right == 30
+
+
+def test_required_samples_is_the_normal_approximation_of_the_one_sided_test():
+    # ((z.95 sqrt(.9 x .1) + z.8 sqrt(.7 x .3)) / 0.2)^2 = ((1.6449 x 0.3 + 0.8416 x 0.4583) / 0.2)^2 = 19.33
+    assert required_samples(0.9, 0.2, TaskBudget()) == 20
+    # MLPerf's 99 % at 97 % accuracy: effect 0.0097, ((1.6449 x 0.1706 + 0.8416 x 0.2167) / 0.0097)^2 = 2104
+    assert required_samples(0.97, 0.0097, TaskBudget()) == 2104
+
+
+def test_too_few_samples_for_the_budget_says_how_many_are_needed():
+    with pytest.raises(InvalidArgument, match=r"19 samples are too few .* at least 20 are needed"):
+        task_threshold(0.9, 19, budget=TaskBudget(effect_share=0.2 / 0.9), what="digits")
+    with pytest.raises(InvalidArgument, match=r"899 samples are too few .* at least 2104 are needed"):
+        task_threshold(0.97, 899)  # the default budget: 1 % of the float32 reference
+
+
+@pytest.mark.parametrize("budget, culprit", [({"alpha": 0.0}, "alpha=0.0"), ({"beta": 1.5}, "beta=1.5"),
+                                             ({"effect_share": -0.1}, "effect_share=-0.1")])
+def test_a_budget_outside_zero_one_is_refused(budget, culprit):
+    with pytest.raises(InvalidArgument, match=culprit):
+        TaskBudget(**budget)
+
+
+REFERENCES = """
+[net]
+metric = "accuracy"
+budget = { alpha = 0.05, beta = 0.2, effect_share = 0.25 }
+references = { float32 = 0.95, "float32:int8" = 0.94 }
+"""
+
+
+def test_references_are_looked_up_per_dtype_and_quantization(tmp_path):
+    path = tmp_path / "references.toml"
+    path.write_text(REFERENCES)
+    references = TaskReferences.load(path)
+    task = references.task("net", "float32", "int8", labels=[0, 1])
+    assert (task.reference, task.float32_reference, task.budget.effect_share) == (0.94, 0.95, 0.25)
+    with pytest.raises(ConfigError, match=r"references.toml: \[net\] has no reference 'float16'; registered: float32, float32:int8"):
+        references.task("net", "float16", labels=[0])
+    path.write_text(REFERENCES.replace("0.94", "94"))
+    with pytest.raises(ConfigError, match=r"\[net\]: references must map dtype\[:quant\] to a share in \(0, 1\]"):
+        TaskReferences.load(path)
+
+
+def test_accuracy_needs_labels_and_agreement_takes_none():
+    with pytest.raises(InvalidArgument, match="labels are needed"):
+        Task("accuracy", 0.9)
+    with pytest.raises(InvalidArgument, match="give none"):
+        Task("top1_agreement", 0.9, labels=[1])
+
+
+# A device that computes the model right except for the first `seed` samples, whose top-1 class
+# it moves one class on: a planted defect of a known number of samples.
+CONFTEST = """
+import torch
+from mluverify import Backend, Execution, hookimpl
+
+class Flip(Backend):
+    name = "flip"
+    modes = {"x": "cnnl"}
+
+    def execute(self, fn, args, kwargs, *, case):
+        out = fn(*args, **kwargs).clone()
+        out[:case.seed] = out[:case.seed].roll(1, dims=1)
+        return Execution(out)
+
+@hookimpl
+def mluverify_add_backends(registry):
+    registry.add(Flip())
+"""
+# 40 samples, reference 0.95: the gate passes from 36 right (hand-computed above).
+SUITE = """
+import pytest
+import torch
+from mluverify import Task, TaskBudget
+
+LABELS = torch.arange(40) % 10
+BUDGET = TaskBudget(effect_share=0.25)
+
+def model(x):
+    return torch.nn.functional.one_hot(LABELS, 10).float() * 5 + x  # right on every sample
+
+@pytest.mark.mlu_tolerance(1.0)
+@pytest.mark.parametrize("flipped", [4, 5])
+def test_accuracy(verify, flipped):
+    verify(model, torch.zeros(40, 10), op="net", seed=flipped, task=Task("accuracy", 0.95, labels=LABELS, budget=BUDGET))
+
+@pytest.mark.mlu_tolerance(1.0)
+def test_agreement(verify):
+    verify(model, torch.zeros(40, 10), op="net", seed=5, task=Task("top1_agreement", 0.95, budget=BUDGET))
+
+@pytest.mark.mlu_tolerance(1.0)
+def test_too_few(verify):
+    verify(model, torch.zeros(40, 10), op="net", seed=0, task=Task("accuracy", 0.95, labels=LABELS))
+"""
+
+
+def test_a_task_metric_below_its_threshold_fails_the_case_and_the_gate(pytester):
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_task=SUITE)
+    run = pytester.path / "run"
+    result = pytester.runpytest_subprocess("-p", "mluverify", f"--mlu-report={run}", "--mlu-target=flip:x",
+                                           "--mlu-gate")
+    result.assert_outcomes(passed=1, failed=3)
+    # the default budget at 0.95: ((1.6449 x 0.2179 + 0.8416 x 0.2366) / 0.0095)^2 = 3445
+    result.stdout.fnmatch_lines(["*40 samples are too few for its error budget*at least 3445 are needed*"])
+    records = pq.read_table(run / "records.parquet").to_pandas().set_index("case_id")
+    passing, failing = records.loc["test_task.py::test_accuracy[flip:x-4]"], records.loc["test_task.py::test_accuracy[flip:x-5]"]
+    assert (passing["status"], passing["task_value"], passing["task_threshold"]) == ("passed", 36 / 40, 0.9)
+    assert (failing["status"], failing["task_value"], failing["task_samples"]) == ("failed", 35 / 40, 40)
+    assert records.loc["test_task.py::test_agreement[flip:x]", "task_value"] == 35 / 40
+    result.stdout.fnmatch_lines(["*failed: task accuracy 0.8750 < threshold 0.9000 over 40 samples: one-sided exact binomial test*"])
+    gate = (run / "gate.md").read_text()
+    assert gate.count("task below threshold") == 2
+    assert ("accuracy 0.8750 < threshold 0.9000 over 40 samples (reference 0.9500; one-sided exact binomial "
+            "test at alpha 0.05, power 0.8 against a drop of 0.2375)") in gate
