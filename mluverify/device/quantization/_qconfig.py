@@ -32,6 +32,9 @@ class QConfig:
     ``(x - mean*255) / (std*255)``; ``mean``/``std`` are per channel, in [0, 1].
     ``per_channel``: one weight scale per output channel. ``method``: ``'minmax'`` only.
     ``iteration``: how many calibration forward passes are observed (later ones are ignored).
+    ``layers``: per-layer dtypes (mluverify's extension; the seeds' qconfig is model-wide):
+    ``(qualified layer name, 'int8' | 'int16' | None)`` pairs, ``None`` keeping the layer float;
+    layers not named take ``quantize_dynamic_mlu``'s ``dtype``.
     """
 
     use_avg: bool = False
@@ -42,6 +45,11 @@ class QConfig:
     per_channel: bool = False
     method: str = "minmax"
     iteration: int = 1
+    layers: tuple[tuple[str, str | None], ...] = ()
+
+    def layer_dtype(self, name: str, default: str) -> str | None:
+        """The dtype layer ``name`` is quantized to (None: it stays float)."""
+        return dict(self.layers).get(name, default)
 
 
 QCONFIG_KEYS = tuple(QConfig.__dataclass_fields__)
@@ -103,7 +111,24 @@ def _normalised(values: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("mean", "std"):
         if values.get(key) is not None:
             out[key] = tuple(float(v) for v in _as_sequence(key, values[key]))
+    if "layers" in values:
+        out["layers"] = _layer_dtypes(values["layers"])
     return out
+
+
+def _layer_dtypes(layers: Any) -> tuple[tuple[str, str | None], ...]:
+    """``{'fc1': 'int16', 'conv1': None}`` as sorted pairs; names are checked against the model
+    by ``quantize_dynamic_mlu``, dtypes here."""
+    if not isinstance(layers, Mapping):
+        raise InvalidArgument(f"qconfig 'layers' must map layer names to 'int8', 'int16' or None (float), "
+                              f"e.g. {{'fc1': 'int16'}}; got {layers!r}")
+    for name, dtype in layers.items():
+        if not isinstance(name, str):
+            raise InvalidArgument(f"qconfig 'layers' keys must be qualified layer names (str), got {name!r}")
+        if dtype is not None and dtype not in QMAX:
+            raise InvalidArgument(f"qconfig 'layers' gives layer {name!r} the dtype {dtype!r}; "
+                                  f"valid: 'int8', 'int16', None (keep the layer float)")
+    return tuple(sorted(layers.items()))
 
 
 def _as_sequence(key: str, value: Any) -> list:

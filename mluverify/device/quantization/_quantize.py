@@ -34,7 +34,10 @@ def quantize_dynamic_mlu(model: nn.Module, qconfig_spec: Mapping[str, Any] | Non
     replaced by ``mapping[type].from_float(layer, LayerSettings(...))``.
 
     :param qconfig_spec: the seeds' qconfig dict (``use_avg``, ``data_scale``, ``firstconv``,
-        ``mean``, ``std``, ``per_channel``, ``method``, ``iteration``).
+        ``mean``, ``std``, ``per_channel``, ``method``, ``iteration``), plus mluverify's
+        ``layers``: ``{qualified layer name: 'int8' | 'int16' | None}`` (None keeps it float);
+        give the same ``layers`` when calibrating and when building the model that loads the
+        checkpoint. A name that is no quantizable layer of ``model`` is an ``InvalidArgument``.
     :param dtype: ``'int8'`` (default) or ``'int16'``.
     :param inplace: modify ``model`` itself instead of a deep copy.
     :param gen_quant: True to calibrate: CPU forward passes then record each layer's input and
@@ -45,6 +48,7 @@ def quantize_dynamic_mlu(model: nn.Module, qconfig_spec: Mapping[str, Any] | Non
     mapping = default_mapping() if mapping is None else dict(mapping)
     if not inplace:
         model = copy.deepcopy(model)
+    _check_layer_names(model, mapping, qconfig)
     firstconv = _first_conv_name(model, qconfig) if gen_quant else None
     model = _swap(model, "", mapping, qconfig, quant_dtype, gen_quant, firstconv)
     _keep_quantized_layers_on_the_path(model, tuple(set(mapping.values())))
@@ -79,6 +83,14 @@ def _without_fast_path(module: nn.Module) -> None:
     module.register_forward_hook(after, always_call=True)
 
 
+def _check_layer_names(model: nn.Module, mapping: Mapping[type, type], qconfig: QConfig) -> None:
+    quantizable = {name for name, module in model.named_modules() if type(module) in mapping}
+    unknown = sorted(name for name, _ in qconfig.layers if name not in quantizable)
+    if unknown:
+        raise InvalidArgument(f"qconfig 'layers' names {', '.join(map(repr, unknown))}, not quantizable layers of "
+                              f"{type(model).__name__}; quantizable: {', '.join(map(repr, sorted(quantizable)))}")
+
+
 def _first_conv_name(model: nn.Module, qconfig: QConfig) -> str | None:
     """The layer that normalises raw pixels: the first ``nn.Conv2d`` in module order."""
     if not qconfig.firstconv:
@@ -94,7 +106,10 @@ def _swap(module: nn.Module, name: str, mapping: Mapping[type, type], qconfig: Q
           quant_dtype: str, gen_quant: bool, firstconv: str | None) -> nn.Module:
     quantized_class = mapping.get(type(module))
     if quantized_class is not None:
-        settings = LayerSettings(name or type(module).__name__, qconfig, quant_dtype, gen_quant,
+        layer_dtype = qconfig.layer_dtype(name, quant_dtype)
+        if layer_dtype is None:  # kept float by qconfig 'layers'
+            return module
+        settings = LayerSettings(name or type(module).__name__, qconfig, layer_dtype, gen_quant,
                                  firstconv=name == firstconv)
         return quantized_class.from_float(module, settings)
     for child_name, child in module.named_children():
