@@ -1,0 +1,129 @@
+"""The seeds' MNIST flow as a task: the seeds' ``Net`` trained briefly on handwritten digits that
+ship inside scikit-learn, its accuracy judged per dtype x quantization (float32, int8, int16).
+
+MNIST cannot be downloaded here; scikit-learn's digits (1797 images, 8x8, values 0..16, read by
+``sklearn.datasets.load_digits`` from the installed package) stand in for it at their own size,
+so a case trains in about a second on one CPU core. The network is the seeds' MNIST ``Net``
+(conv 3x3 x32, conv 3x3 x64, max-pool 2, dropout, fc 128, fc 10, log-softmax) with ``fc1`` sized
+for 8x8 inputs (64 x 2 x 2 = 256 inputs instead of 9216) and ``dropout2`` an ``nn.Dropout`` (the
+seeds' ``Dropout2d`` on the 2-D output of ``fc1`` is deprecated by torch). A seeded split keeps every other
+image for testing (899 test images, 898 for training); Adam (learning rate 5e-3, batches of 64,
+8 epochs, seed 0) on one thread makes the same weights on any machine with the pinned torch.
+
+``python suites/quantization/digits_task.py`` measures the references registered in
+``task_references.toml``: the float32 network's accuracy on the CPU, and each quantized
+network's (the seeds' calibrate -> checkpoint -> load flow) on the emulated MLU (``mlu``,
+layer by layer), where its int8 / int16 arithmetic runs.
+"""
+from __future__ import annotations
+
+import copy
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+REFERENCES = Path(__file__).with_name("task_references.toml")
+MODEL = "digits_mnist_net"
+SEED = 0
+EPOCHS, BATCH, LEARNING_RATE = 8, 64, 5e-3
+
+
+class Net(nn.Module):
+    """The seeds' MNIST network (the MNIST quickstart), ``fc1`` sized for 8x8."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = nn.Conv2d(32, 64, 3, 1)
+        self.dropout1 = nn.Dropout2d(0.25)
+        self.dropout2 = nn.Dropout(0.5)
+        self.fc1 = nn.Linear(256, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.conv2(F.relu(self.conv1(x)))), 2)
+        x = torch.flatten(self.dropout1(x), 1)
+        x = self.dropout2(F.relu(self.fc1(x)))
+        return F.log_softmax(self.fc2(x), dim=1)
+
+
+def digits() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(train images, train labels, test images, test labels): images N x 1 x 8 x 8 in 0..1."""
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    images = torch.from_numpy(data.images).float().unsqueeze(1) / 16.0
+    labels = torch.from_numpy(data.target).long()
+    order = torch.from_numpy(np.random.RandomState(SEED).permutation(len(images)))
+    test, train = order[::2], order[1::2]
+    return images[train], labels[train], images[test], labels[test]
+
+
+@contextmanager
+def one_thread():
+    """One intra-op thread: the same sums in the same order on any machine (and no thread
+    oversubscription on a shared, loaded host)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def trained_net(images: torch.Tensor, labels: torch.Tensor) -> Net:
+    """``Net`` trained on the CPU (seeded), in eval mode."""
+    with one_thread():
+        torch.manual_seed(SEED)
+        net = Net()
+        optimizer = torch.optim.Adam(net.parameters(), LEARNING_RATE)
+        shuffle = torch.Generator().manual_seed(SEED)
+        for _ in range(EPOCHS):
+            order = torch.randperm(len(images), generator=shuffle)
+            for start in range(0, len(images), BATCH):
+                batch = order[start:start + BATCH]
+                optimizer.zero_grad()
+                F.nll_loss(net(images[batch]), labels[batch]).backward()
+                optimizer.step()
+    return net.eval()
+
+
+def deployed(net: nn.Module, calibration: torch.Tensor, quant: str) -> nn.Module:
+    """The seeds' quantization flow: calibrate on the CPU (``gen_quant=True``), save the
+    state_dict, load it into a fresh ``quantize_dynamic_mlu`` model; ``""``: ``net`` itself."""
+    if not quant:
+        return net
+    from mluverify.device.quantization import quantize_dynamic_mlu
+
+    with torch.no_grad():
+        calibrating = quantize_dynamic_mlu(net, {"iteration": 1}, dtype=quant, gen_quant=True)
+        calibrating(calibration)
+    runnable = quantize_dynamic_mlu(net, None, dtype=quant)
+    runnable.load_state_dict(copy.deepcopy(calibrating.state_dict()))
+    return runnable.eval()
+
+
+def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, device: str = "cpu") -> float:
+    with torch.no_grad(), one_thread():
+        predicted = copy.deepcopy(model).to(device)(images.to(device)).cpu().argmax(1)
+    return float((predicted == labels).float().mean())
+
+
+def main() -> None:
+    import mluverify.device  # noqa: F401  (registers "mlu")
+
+    train_images, train_labels, test_images, test_labels = digits()
+    net = trained_net(train_images, train_labels)
+    print(f"[{MODEL}] {len(test_images)} test images")
+    print(f"float32 (CPU): {accuracy(net, test_images, test_labels):.4f}")
+    for quant in ("int8", "int16"):
+        runnable = deployed(net, train_images, quant)
+        print(f"float32:{quant} (mlu, cnnl): {accuracy(runnable, test_images, test_labels, 'mlu'):.4f}")
+
+
+if __name__ == "__main__":
+    main()
