@@ -27,6 +27,7 @@ COMMANDS: tuple[str, ...] = (
     "mluverify.cli.fuzz",
     "mluverify.cli.expectations",
     "mluverify.cli.parity",
+    "mluverify.cli.tune",
 )
 
 

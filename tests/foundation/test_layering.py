@@ -62,6 +62,8 @@ def test_add(verify):
 # leaves beside the core: they see only the base and the judge, so that a plugin (or a front end)
 # connects them to the rest. "base" is what everything may import: the errors, the version, the project root rule and
 # the device's keys of [tool.mluverify] (checked by the core at start-up, read by the device).
+# The tuner (mluverify.tune) runs trials on the device and writes report pages: it sits above
+# both, below the front ends.
 MAY_IMPORT = {
     "base": {"base"},
     "judge": {"base", "judge"},
@@ -71,12 +73,13 @@ MAY_IMPORT = {
     "fuzz": {"base", "judge", "fuzz"},
     "report": {"base", "judge", "core", "dump", "report"},
     "plugins": {"base", "judge", "core", "device", "dump", "fuzz", "report", "plugins"},
-    "front end": {"base", "judge", "core", "device", "dump", "fuzz", "report", "plugins", "front end"},
+    "tune": {"base", "judge", "core", "device", "dump", "report", "tune"},
+    "front end": {"base", "judge", "core", "device", "dump", "fuzz", "report", "plugins", "tune", "front end"},
 }
 # the layer of each module by its first name under mluverify (mluverify itself: the re-exports)
 LAYER_OF = {
     "errors": "base", "_version": "base", "project": "base", "device_keys": "base", "judge": "judge", "core": "core",
-    "device": "device", "device_hookspecs": "device", "dump": "dump", "fuzz": "fuzz", "report": "report", "plugins": "plugins", "pytest_plugin": "front end",
+    "device": "device", "device_hookspecs": "device", "dump": "dump", "fuzz": "fuzz", "report": "report", "plugins": "plugins", "tune": "tune", "pytest_plugin": "front end",
     "cli": "front end", "compat": "front end", "strategies": "front end",
 }
 PACKAGE = Path(mluverify.__file__).parent

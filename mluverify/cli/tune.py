@@ -1,0 +1,84 @@
+"""``mluverify tune MODEL_SCRIPT``: the fewest layers to keep at higher precision and ops to force
+out of fusion so a quantized model meets its bound (or, with ``--mode training``, the layers
+``adaptive_quantize`` should keep at 16 or 31 bits)."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+TARGETS = {"mlu:cnml": "fused", "mlu:cnnl": "layer"}
+# Exit status per outcome (2 is bad input, as for every command).
+EXIT_STATUS = {"within-bound": 0, "tuned": 0, "impossible": 1, "budget-spent": 1}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "tune", help="find the fewest precision / fusion changes that bring a model within its bound",
+        description="Search, ordered by each layer's and op's own error, for the fewest layers to keep "
+                    "at higher precision (int8 -> int16 -> float) and ops to force out of fusion "
+                    "(fused -> CNNL) so that MODEL_SCRIPT's model meets the bound; writes the answer "
+                    "as a qconfig for quantize_dynamic_mlu (qconfig.json) and a DEBUG_FORCED_FALLBACK_OPS "
+                    "value (fallback.env), a pytest case checking it (test_tuned.py), tune.json and "
+                    "tune.html. MODEL_SCRIPT defines model(), calibration_inputs() and eval_inputs() "
+                    "(training: model(), train_inputs() -> (inputs, target), loss(output, target)). "
+                    "Exit status 0 when the bound is met (or already was), 1 when it is not, 2 on bad input.")
+    parser.add_argument("script", metavar="MODEL_SCRIPT", help="Python file defining the model and its inputs")
+    parser.add_argument("--target", default="mlu:cnml", choices=sorted(TARGETS),
+                        help="mlu:cnml (fused, default) or mlu:cnnl (layer by layer, no fusion knobs)")
+    parser.add_argument("--mode", default="inference", choices=("inference", "training"),
+                        help="inference (quantize_dynamic_mlu) or training (adaptive_quantize gradients)")
+    parser.add_argument("--dtype", default="int8", choices=("int8", "int16"),
+                        help="the precision every layer starts at (inference)")
+    parser.add_argument("--bound", type=float, default=None,
+                        help="bound on rel_mse (default 0.02, the cnml policy)")
+    parser.add_argument("--budget", type=int, default=None, help="most trials (default 32)")
+    parser.add_argument("--strategy", default="attribution", choices=("attribution", "bisection", "greedy"))
+    parser.add_argument("--start", metavar="JSON", default=None,
+                        help='starting config file: {"layers": {"fc1": "int16"}, "fallback_ops": ["aten::gelu"]}')
+    parser.add_argument("--out", metavar="DIR", default="tune", help="where the answer goes (default: ./tune)")
+    parser.set_defaults(func=_run)
+
+
+def _start(path: str | None) -> dict | None:
+    from mluverify.errors import InvalidArgument
+
+    if path is None:
+        return None
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidArgument(f"--start {path!r} is not a readable JSON file: {exc}") from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    from mluverify.tune import DEFAULT_BOUND, DEFAULT_BUDGET
+    from mluverify.tune._search import check_budget
+
+    budget = check_budget(DEFAULT_BUDGET if args.budget is None else args.budget)
+    bound = DEFAULT_BOUND if args.bound is None else args.bound
+    start = _start(args.start)
+    result = _tune(args, bound, budget, start)
+    from mluverify.tune._output import write_outputs
+
+    paths = write_outputs(result.as_data(budget), args.script, args.out, args.target)
+    print(result.message)
+    print(f"{len(result.search.trials)} trials, {result.search.seconds:.1f} s; answer in {args.out}: "
+          + ", ".join(sorted(p.name for p in paths.values())))
+    return EXIT_STATUS[result.search.status]
+
+
+def _tune(args: argparse.Namespace, bound: float, budget: int, start: dict | None):
+    import mluverify.device  # noqa: F401  (registers "mlu")
+    from mluverify.tune import tune_inference, tune_training
+    from mluverify.tune._script import INFERENCE_NAMES, TRAINING_NAMES, load_script
+
+    if args.mode == "training":
+        script = load_script(args.script, TRAINING_NAMES)
+        inputs, target = script["train_inputs"]()
+        return tune_training(script["model"](), inputs, target, script["loss"], bound=bound, budget=budget,
+                             strategy=args.strategy, start=start)
+    script = load_script(args.script, INFERENCE_NAMES)
+    return tune_inference(script["model"](), list(script["calibration_inputs"]()), script["eval_inputs"](),
+                          bound=bound, budget=budget, dtype=args.dtype, mode=TARGETS[args.target],
+                          strategy=args.strategy, start=start)

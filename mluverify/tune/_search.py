@@ -1,0 +1,256 @@
+"""The search over knobs: which layers / ops to move up their ladder so a model meets its bound.
+
+A *knob* is one layer's precision (int8 -> int16 -> float; 8 -> 16 -> 31 bits in training) or
+one op's place (fused -> CNNL). A configuration says how many rungs each changed knob is
+raised; a *trial* evaluates one configuration (cached: the same configuration is never run or
+counted twice). Every strategy spends at most ``budget`` trials and starts alike:
+
+1. the configuration as given (no change, or the user's starting one): within the bound ->
+   nothing to do;
+2. every knob at its next rung, else every knob at its top rung: outside the bound -> no
+   setting meets it (the best found is reported); else the level that passed is the rung
+   changes are made at.
+
+Then ``attribution`` tries knobs ranked by their own error (largest first), gallops and
+bisects the smallest passing prefix, and prunes every change not needed; ``bisection``
+(Polygraphy's ``debug precision``) bisects the model-order prefix, then its start, with no
+ranking and no pruning; ``greedy`` (Neural Compressor's fallback) raises knobs one at a time in
+model order until the bound holds.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+from mluverify.errors import InvalidArgument
+
+STRATEGIES = ("attribution", "bisection", "greedy")
+# How a search ended.
+WITHIN_BOUND, TUNED, IMPOSSIBLE, BUDGET_SPENT = "within-bound", "tuned", "impossible", "budget-spent"
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One setting the search may change: ``kind`` ``layer`` (precision) or ``op`` (fusion),
+    the layer's qualified name or the op's full name, its ladder (first rung: as deployed)."""
+
+    kind: str
+    name: str
+    ladder: tuple
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}:{self.name}"
+
+
+# A configuration: knob key -> rungs raised (> 0); knobs not named stay at rung 0.
+Config = Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one evaluation gave: the judged metric and whether it is within the bound."""
+
+    metric: float
+    passed: bool
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One evaluated configuration, in the order the search ran it."""
+
+    index: int
+    phase: str
+    changes: dict[str, str]  # knob key -> the rung it runs at (only changed knobs)
+    metric: float
+    passed: bool
+    seconds: float
+
+
+@dataclass
+class SearchResult:
+    """The search's answer: ``status`` (within-bound, tuned, impossible, budget-spent), the
+    configuration chosen (``changes``: knob key -> rung; empty when nothing needs to change),
+    its metric, the trials run and the wall time."""
+
+    strategy: str
+    status: str
+    changes: dict[str, str]
+    metric: float
+    passed: bool
+    bound: float
+    trials: list[Trial] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class BudgetSpent(Exception):
+    """Raised inside a strategy when the next trial would exceed the budget."""
+
+
+class Trials:
+    """Runs configurations through ``evaluate`` within ``budget``, caching and recording them."""
+
+    def __init__(self, knobs: Sequence[Knob], evaluate: Callable[[Config], Outcome], budget: int,
+                 bound: float) -> None:
+        self.knobs = {knob.key: knob for knob in knobs}
+        self.bound = bound
+        self.evaluate = evaluate
+        self.budget = budget
+        self.cache: dict[frozenset, Outcome] = {}
+        self.trials: list[Trial] = []
+
+    def run(self, config: Config, phase: str) -> bool:
+        """Whether ``config`` is within the bound (one trial unless already run)."""
+        config = {key: rung for key, rung in config.items() if rung > 0}
+        key = frozenset(config.items())
+        if key not in self.cache:
+            if len(self.trials) >= self.budget:
+                raise BudgetSpent
+            started = time.perf_counter()
+            outcome = self.evaluate(config)
+            self.cache[key] = outcome
+            self.trials.append(Trial(len(self.trials), phase, self.named(config), outcome.metric, outcome.passed,
+                                     time.perf_counter() - started))
+        return self.cache[key].passed
+
+    def named(self, config: Config) -> dict[str, str]:
+        return {key: str(self.knobs[key].ladder[rung]) for key, rung in sorted(config.items()) if rung > 0}
+
+    def best(self) -> tuple[Config, Outcome]:
+        """The passing configuration with the fewest changes (then the lowest metric), else the
+        lowest metric."""
+        def order(item):
+            config, outcome = item
+            return (not outcome.passed, len(config) if outcome.passed else 0, outcome.metric)
+        key, outcome = min(self.cache.items(), key=order)
+        return dict(key), outcome
+
+
+def raised(knobs: Sequence[Knob], level: int, base: Config) -> dict[str, int]:
+    """``base`` with every knob of ``knobs`` at rung ``level`` (or its top, if lower)."""
+    config = dict(base)
+    for knob in knobs:
+        config[knob.key] = max(config.get(knob.key, 0), min(level, len(knob.ladder) - 1))
+    return config
+
+
+def search(strategy: str, knobs: Sequence[Knob], evaluate: Callable[[Config], Outcome], *, bound: float,
+           budget: int, scores: Mapping[str, float] | None = None, start: Config | None = None) -> SearchResult:
+    """Find the fewest knob changes that bring the model within ``bound``, in ``budget`` trials.
+
+    ``scores``: knob key -> its own error (attribution); ``start``: a starting configuration.
+    """
+    if strategy not in STRATEGIES:
+        raise InvalidArgument(f"unknown tuning strategy {strategy!r}; valid: {', '.join(STRATEGIES)}")
+    check_budget(budget)
+    started = time.perf_counter()
+    trials = Trials(knobs, evaluate, budget, bound)
+    try:
+        status = _prelude_and_search(strategy, trials, list(knobs), dict(start or {}), scores or {})
+    except BudgetSpent:
+        status = BUDGET_SPENT
+    if not trials.cache:
+        raise InvalidArgument("the trial budget allows no trial")
+    config, outcome = trials.best()
+    if status == WITHIN_BOUND:
+        config, outcome = {}, trials.cache[frozenset()]
+    if status == BUDGET_SPENT and outcome.passed:
+        status = TUNED
+    return SearchResult(strategy, status, trials.named(config), outcome.metric, outcome.passed, bound,
+                        trials.trials, time.perf_counter() - started)
+
+
+def check_budget(budget: object) -> int:
+    """A trial budget is an integer >= 1."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise InvalidArgument(f"the trial budget must be an integer >= 1, got {budget!r}")
+    return budget
+
+
+def _prelude_and_search(strategy: str, trials: Trials, knobs: list[Knob], start: Config,
+                        scores: Mapping[str, float]) -> str:
+    if trials.run({}, "as deployed"):
+        return WITHIN_BOUND
+    if start and trials.run(start, "starting config"):
+        _prune(trials, start, scores)
+        return TUNED
+    level = _passing_level(trials, knobs, start)
+    if level is None:
+        return IMPOSSIBLE
+    {"attribution": _attribution, "bisection": _bisection, "greedy": _greedy}[strategy](
+        trials, knobs, start, level, scores)
+    return TUNED
+
+
+def _passing_level(trials: Trials, knobs: list[Knob], start: Config) -> int | None:
+    """The lowest rung at which raising every knob meets the bound (None: not even the top)."""
+    top = max(len(knob.ladder) for knob in knobs) - 1
+    for level in range(1, top + 1):
+        if trials.run(raised(knobs, level, start), f"all at rung {level}"):
+            return level
+    return None
+
+
+def _smallest_passing_prefix(trials: Trials, ordered: list[Knob], level: int, base: Config, first: int,
+                             phase: str) -> int:
+    """The smallest k with ``ordered[:k]`` raised within the bound, starting the gallop at
+    ``first`` (the whole list is known to pass)."""
+    failing, passing = 0, len(ordered)
+    k = max(1, min(first, passing))
+    while k < passing:  # gallop up from the attributed cut
+        if trials.run(raised(ordered[:k], level, base), phase):
+            passing = k
+            break
+        failing, k = k, 2 * k
+    while passing - failing > 1:  # then bisect
+        middle = (failing + passing) // 2
+        if trials.run(raised(ordered[:middle], level, base), phase):
+            passing = middle
+        else:
+            failing = middle
+    return passing
+
+
+def _attribution(trials: Trials, knobs: list[Knob], start: Config, level: int, scores: Mapping[str, float],
+                 ) -> None:
+    """Rank by own error, find the smallest passing top-k, prune, then lower rungs."""
+    ranked = sorted(knobs, key=lambda knob: -scores.get(knob.key, 0.0))  # stable: model order on ties
+    # Knobs whose own error alone breaks the bound: the first cut to try.
+    breaking = sum(1 for knob in ranked if scores.get(knob.key, 0.0) > trials.bound)
+    k = _smallest_passing_prefix(trials, ranked, level, start, breaking, "ranked prefix")
+    _prune(trials, raised(ranked[:k], level, start), scores)
+
+
+def _prune(trials: Trials, config: Config, scores: Mapping[str, float]) -> dict[str, int]:
+    """Drop each change not needed (least attributed first), then lower each kept one a rung
+    at a time while the bound holds."""
+    kept = dict(config)
+    for key in sorted(kept, key=lambda key: scores.get(key, 0.0)):
+        without = {k: r for k, r in kept.items() if k != key}
+        if trials.run(without, "prune"):
+            kept = without
+    for key in sorted(kept, key=lambda key: scores.get(key, 0.0)):
+        while kept[key] > 1 and trials.run({**kept, key: kept[key] - 1}, "lower rung"):
+            kept[key] -= 1
+    return kept
+
+
+def _bisection(trials: Trials, knobs: list[Knob], start: Config, level: int, scores: Mapping[str, float]) -> None:
+    """Polygraphy-style: the smallest passing model-order prefix, then the latest start of a
+    window ending there that still passes."""
+    end = _smallest_passing_prefix(trials, knobs, level, start, len(knobs) // 2, "bisect end")
+    failing, passing = end, 0  # window knobs[begin:end]; begin = 0 passes
+    while failing - passing > 1:
+        middle = (failing + passing) // 2
+        if trials.run(raised(knobs[middle:end], level, start), "bisect start"):
+            passing = middle
+        else:
+            failing = middle
+
+
+def _greedy(trials: Trials, knobs: list[Knob], start: Config, level: int, scores: Mapping[str, float]) -> None:
+    """Neural Compressor-style: raise one more knob, in model order, until the bound holds."""
+    for count in range(1, len(knobs) + 1):
+        if trials.run(raised(knobs[:count], level, start), "greedy"):
+            return

@@ -1,0 +1,62 @@
+"""``mluverify tune``: the written qconfig and fallback setting reproduce the passing run in a
+fresh process (the generated pytest case), and bad input is exit 2 naming the culprit,
+writing nothing."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from mluverify.cli import main
+from pathlib import Path
+
+TOY_SCRIPT = Path(__file__).with_name("toy_model.py")
+
+
+def test_the_written_answer_reproduces_the_passing_run_in_a_fresh_process(tmp_path, capsys):
+    out = tmp_path / "tuned"
+    assert main(["tune", str(TOY_SCRIPT), "--out", str(out), "--budget", "12"]) == 0
+    assert "with 2 changes: fc2 -> int16, fc4 -> int16" in capsys.readouterr().out
+    assert json.loads((out / "qconfig.json").read_text())["layers"] == {"fc2": "int16", "fc4": "int16"}
+    assert (out / "fallback.env").read_text() == "DEBUG_FORCED_FALLBACK_OPS=\n"
+    page = (out / "tune.html").read_text()
+    assert "ranked prefix" in page and "within bound" in page
+    # the same generated case with the untuned qconfig (every layer int8) must fail: the case can fail
+    untuned = tmp_path / "untuned"
+    shutil.copytree(out, untuned)
+    (untuned / "qconfig.json").write_text(json.dumps({"layers": {}, "iteration": 2}))
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "--import-mode=importlib",
+                          str(out / "test_tuned.py"), str(untuned / "test_tuned.py")],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert "1 failed, 1 passed" in ran.stdout, ran.stdout[-3000:]
+    assert "PASSED tuned/test_tuned.py" in ran.stdout
+    assert "FAILED untuned/test_tuned.py" in ran.stdout
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--budget", "0"], "the trial budget must be an integer >= 1, got 0"),
+    (["--budget", "-2"], "the trial budget must be an integer >= 1, got -2"),
+    (["--start", "START"], "the starting config names 'fc7', not layers or fused ops of the model"),
+])
+def test_bad_input_is_exit_2_naming_it_and_writes_nothing(tmp_path, capsys, arguments, message):
+    start = tmp_path / "start.json"
+    start.write_text(json.dumps({"layers": {"fc7": "int16"}}))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "qconfig.json").write_text("kept")
+    arguments = [str(start) if a == "START" else a for a in arguments]
+    assert main(["tune", str(TOY_SCRIPT), "--out", str(out), "--target", "mlu:cnnl", *arguments]) == 2
+    assert f"mluverify tune: error: {message}" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["qconfig.json"] and (out / "qconfig.json").read_text() == "kept"
+
+
+def test_a_script_without_the_names_is_exit_2_naming_them(tmp_path, capsys):
+    script = tmp_path / "half.py"
+    script.write_text("def model():\n    return None\n")
+    assert main(["tune", str(script), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "defines no calibration_inputs(), eval_inputs()" in err
+    assert not (tmp_path / "out").exists()
