@@ -1,7 +1,8 @@
 """Built-in report outputs of a run: ``summary.csv``, ``summary.md`` (for CI logs), a
-self-contained interactive ``report.html``, a dump-diff page in each failing case's dump
-(``--mlu-dump=fail``), and the verdict with the failures table appended to the CI job summary
-when the CI provides one (``$GITHUB_STEP_SUMMARY``)."""
+self-contained interactive ``report.html`` (linking the pages the run's suites wrote beside it:
+``fuzz.html``), a dump-diff page in each failing case's dump (``--mlu-dump=fail``), and the
+verdict with the failures table appended to the CI job summary when the CI provides one
+(``$GITHUB_STEP_SUMMARY``)."""
 from __future__ import annotations
 
 import os
@@ -36,7 +37,7 @@ def mluverify_report(frame: "pd.DataFrame", outdir: Path, gate: "GateResult | No
     tables = replace(tables, cases=link_dumps(tables.cases, outdir))
     run_id = metadata.get("run_id") or ", ".join(sorted(frame["run_id"].dropna().astype(str).unique())) or "(no run id)"
     markdown, page = report_documents(tables, f"mluverify report: run {run_id}", gate, diff,
-                                      metadata.get("baseline", "the baseline"))
+                                      metadata.get("baseline", "the baseline"), run_pages(outdir))
     write_files(outdir, {
         "summary.csv": tables.summary.to_csv(index=False),
         "summary.md": markdown,
@@ -46,6 +47,14 @@ def mluverify_report(frame: "pd.DataFrame", outdir: Path, gate: "GateResult | No
     if summary_file:
         with open(summary_file, "a", encoding="utf-8") as out:
             out.write(ci_summary(tables, gate, diff, str(outdir / "report.html")))
+
+
+def run_pages(outdir: Path) -> list[tuple[str, str]]:
+    """(title, file) of the pages beside the report that the run's suites wrote into the run
+    directory: the fuzz page of the kept findings, where ``suites/fuzz`` ran."""
+    from mluverify.report.fuzz_page import FUZZ_PAGE
+
+    return [("fuzz findings", FUZZ_PAGE)] if (Path(outdir) / FUZZ_PAGE).is_file() else []
 
 
 def link_dumps(cases: "pd.DataFrame", outdir: Path) -> "pd.DataFrame":

@@ -111,9 +111,11 @@ def verdict_line(totals: "pd.DataFrame", gate: "GateResult | None", report: str,
 
 
 def report_documents(tables: "RunTables", title: str, gate: "GateResult | None" = None,
-                     diff: "RunDiff | None" = None, baseline: str = "") -> tuple[str, str]:
+                     diff: "RunDiff | None" = None, baseline: str = "",
+                     pages: Sequence[tuple[str, str]] = ()) -> tuple[str, str]:
     """``(summary.md, report.html)`` of one run; ``gate`` and ``diff`` (against ``baseline``)
-    when they were made."""
+    when they were made; ``pages``: (title, path relative to the report) of the other pages the
+    run wrote (the fuzz page), linked from both."""
     text, tone = verdict(tables.totals, gate, tables.completeness)
     lines = [counts_text(tables.totals)] + ([diff_text(diff)] if diff is not None else [])
     chips = [Chip(s, int(tables.totals.at[0, s]), CASES_TABLE) for s in STATUSES]
@@ -121,12 +123,14 @@ def report_documents(tables: "RunTables", title: str, gate: "GateResult | None" 
     markdown = markdown_page(title, [
         ("Verdict", "\n\n".join([text, *lines]) + "\n"),
         ("Totals", markdown_table(tables.totals)),
+        *([("Pages", "".join(f"- [{name}]({path})\n" for name, path in pages))] if pages else []),
         *[(h, markdown_table(f)) for h, f in findings],
         ("Summary per op x target x dtype", markdown_table(tables.summary) if len(tables.summary) else EMPTY_RUN + "\n"),
         ("Worst cases", markdown_table(tables.worst) if len(tables.worst) else "None.\n"),
         _listed("Waived cases", tables.waivers),
     ])
     sections = [("Run", html_facts(tables.overview.itertuples(index=False)))]
+    sections += [("Pages", _html_links(pages))] if pages else []
     sections += _report_figures(tables, diff, baseline)
     sections += [(h, html_table(f, "findings", FINDINGS_SPEC)) for h, f in findings]
     sections += [
@@ -136,6 +140,13 @@ def report_documents(tables: "RunTables", title: str, gate: "GateResult | None" 
     ]
     sections += parity_sections(tables.cases)
     return markdown, html_page(title, html_banner(text, tone, chips, lines), sections)
+
+
+def _html_links(pages: Sequence[tuple[str, str]]) -> str:
+    import html
+
+    items = "".join(f'<li><a href="{html.escape(path)}">{html.escape(name)}</a></li>' for name, path in pages)
+    return f"<ul>{items}</ul>"
 
 
 def _report_figures(tables: "RunTables", diff: "RunDiff | None", baseline: str) -> list[tuple[str, str]]:

@@ -7,6 +7,7 @@ re-judged on every target: on its own target it is an expected failure while it 
 longer reproduce) are regressions every target, their own included, must pass. Then a fixed,
 small seed range of random programs runs on each target (programs the kept findings explain do
 not fail). Targets run in this process: a crash ends this run (``mluverify fuzz`` isolates them).
+The corpus's fuzz page goes into the run, and the run's report links it.
 """
 import os
 from pathlib import Path
@@ -31,6 +32,16 @@ SHRINK_RUNS = 20
 @pytest.fixture
 def runner(mlu_core_version):
     return TargetRunner(core_version=mlu_core_version)
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason=f"no fuzz corpus at {CORPUS}")
+def test_fuzz_page(mlu_run_dir):
+    """The kept findings' page (``fuzz.html``) is written into the run, beside its report."""
+    from mluverify.cli.fuzz import page_rows
+    from mluverify.report.fuzz_page import write_fuzz_page
+
+    page = write_fuzz_page(page_rows(CORPUS), str(CORPUS), mlu_run_dir).read_text()
+    assert all(finding.signature in page for finding in FINDINGS + FIXED_FINDINGS)
 
 
 @pytest.mark.parametrize("finding", FINDINGS, ids=[f.signature for f in FINDINGS])

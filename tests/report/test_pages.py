@@ -85,6 +85,15 @@ def test_no_ci_summary_without_the_variable(frame, tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "summary.csv", "summary.md"]
 
 
+def test_the_report_links_the_pages_the_suites_wrote_beside_it(frame, tmp_path):
+    mluverify_report(frame, tmp_path)
+    assert "fuzz.html" not in (tmp_path / "report.html").read_text()
+    (tmp_path / "fuzz.html").write_text("<html></html>")  # what suites/fuzz writes into the run
+    mluverify_report(frame, tmp_path)
+    assert '<li><a href="fuzz.html">fuzz findings</a></li>' in (tmp_path / "report.html").read_text()
+    assert "- [fuzz findings](fuzz.html)" in (tmp_path / "summary.md").read_text()
+
+
 def table_payload(page, table_id):
     found = re.search(rf'<div class="mv-table" id="{table_id}"><script type="application/json" class="mv-data">(.*?)</script>',
                       page, re.S)
