@@ -19,7 +19,7 @@ import numpy as np
 from hypothesis import assume, reject, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from mluverify.fuzz.ops import OPS, OpSpec
+from mluverify.fuzz.ops import BOOL, FLOAT, INT, OPS, OpSpec
 from mluverify.fuzz.program import Node, Program, run
 
 MIN_OPS, MAX_OPS = 2, 16
@@ -44,26 +44,36 @@ def _meta(shape: Sequence[int], dtype: Any = None) -> Any:
 
 class _Draft:
     """The program drawn so far: input shapes, nodes, each value's meta tensor, the value whose
-    storage it shares (``root``: itself unless a view or an in-place op made it) and whether a
-    view made it (an in-place op writes only into a node's own, fresh result: never into an
-    input, and never through a view, which may overlap itself, as ``expand`` does)."""
+    storage it shares (``root``: itself unless a view or an in-place op made it) and whether an
+    in-place op may write into it (``writable``): a node's own result or a view of one, never an
+    input, never a view that overlaps itself (``expand``: one element seen at several places)
+    and never what may or may not be its operand (``OpSpec.may_alias``)."""
 
     def __init__(self, first_input: tuple[int, ...]) -> None:
         self.inputs: list[tuple[int, ...]] = []
         self.nodes: list[Node] = []
         self.metas: dict[str, Any] = {}
         self.root: dict[str, str] = {}
-        self.viewed: dict[str, bool] = {}
+        self.writable: dict[str, bool] = {}
         self.add_input(first_input)
 
     def add_input(self, shape: tuple[int, ...]) -> str:
         name = f"x{len(self.inputs)}"
         self.inputs.append(tuple(shape))
-        self.metas[name], self.root[name], self.viewed[name] = _meta(shape), name, False
+        self.metas[name], self.root[name], self.writable[name] = _meta(shape), name, False
         return name
 
-    def writable(self, name: str) -> bool:
-        return self.root[name].startswith("v") and not self.viewed[name]
+    def add_node(self, node: Node, op: OpSpec, result: Any) -> None:
+        name, first = f"v{len(self.nodes)}", node.args[0]
+        self.nodes.append(node)
+        self.metas[name] = result
+        self.root[name] = self.root[first] if op.aliases else name
+        if op.may_alias:
+            self.writable[name] = False
+        elif op.aliases:
+            self.writable[name] = self.writable[first] and op.name != "expand"
+        else:
+            self.writable[name] = True
 
     def names(self) -> list[str]:
         """Value names, newest first (hypothesis shrinks towards the first: chains of ops)."""
@@ -73,24 +83,43 @@ class _Draft:
         return Program(tuple(self.inputs), tuple(self.nodes))
 
 
+def dtype_kind(dtype: Any) -> str:
+    """``FLOAT``, ``INT`` or ``BOOL``: which ops accept a value of ``dtype``."""
+    import torch
+
+    if dtype == torch.bool:
+        return BOOL
+    return FLOAT if dtype.is_floating_point else INT
+
+
 def _operand_candidates(draft: _Draft, op: OpSpec) -> list[str]:
     return [name for name in draft.names()
-            if draft.metas[name].dim() >= op.min_rank and (draft.writable(name) or not op.inplace)]
+            if draft.metas[name].dim() >= op.min_rank and (draft.writable[name] or not op.inplace)
+            and dtype_kind(draft.metas[name].dtype) in op.accepts]
+
+
+def _casts_float_into_int(op: OpSpec, metas: list) -> bool:
+    """An in-place op would write float values into an integer tensor (``copy_``): a float out
+    of the integer range casts to an undefined value."""
+    kinds = [dtype_kind(m.dtype) for m in metas]
+    return op.inplace and len(kinds) == 2 and kinds[0] == INT and kinds[1] == FLOAT
 
 
 def _try_node(draw, draft: _Draft, ops: Sequence[OpSpec]) -> bool:
     """Draw one node; add it and return True when it type-checks on meta tensors."""
-    op = draw(st.sampled_from(ops))
-    candidates = _operand_candidates(draft, op)
-    if not candidates:
+    usable = [op for op in ops if _operand_candidates(draft, op) for _ in range(op.weight)]
+    if not usable:
         return False
+    op = draw(st.sampled_from(usable))
+    candidates = _operand_candidates(draft, op)
     first = draw(st.sampled_from(candidates))
     operands, new_input = [first], None
     if op.partner is not None:
         shape = tuple(draft.metas[first].shape)
         fitting = [n for n in draft.names() if op.partner.fits(shape, tuple(draft.metas[n].shape))
+                   and dtype_kind(draft.metas[n].dtype) in op.accepts
                    and not (op.inplace and draft.root[n] == draft.root[first])]
-        room = len(draft.inputs) < MAX_INPUTS
+        room = len(draft.inputs) < MAX_INPUTS and FLOAT in op.accepts  # inputs are float32
         if room and (not fitting or draw(st.booleans())):
             new_input = tuple(op.partner.new_shape(draw, shape))
             operands.append(f"x{len(draft.inputs)}")
@@ -99,7 +128,7 @@ def _try_node(draw, draft: _Draft, ops: Sequence[OpSpec]) -> bool:
         else:
             return False
     metas = [draft.metas[n] if n in draft.metas else _meta(new_input) for n in operands]
-    if op.same_dtype and len({m.dtype for m in metas}) > 1:
+    if op.same_dtype and len({m.dtype for m in metas}) > 1 or _casts_float_into_int(op, metas):
         return False
     params = op.params(draw, [tuple(m.shape) for m in metas])
     node = Node(op.name, tuple(operands), params)
@@ -108,11 +137,7 @@ def _try_node(draw, draft: _Draft, ops: Sequence[OpSpec]) -> bool:
         return False
     if new_input is not None:
         draft.add_input(new_input)
-    name = f"v{len(draft.nodes)}"
-    draft.nodes.append(node)
-    draft.metas[name] = result
-    draft.root[name] = draft.root[first] if op.aliases else name
-    draft.viewed[name] = op.aliases and not op.inplace or (op.inplace and draft.viewed[first])
+    draft.add_node(node, op, result)
     return True
 
 
@@ -127,7 +152,7 @@ def _check_on_meta(node: Node, metas: list) -> Any:
         result = eval(source, {"torch": torch}, {n: m.clone() for n, m in zip(names, metas)})  # noqa: S307
     except Exception:  # torch's own shape / dtype check said no: an invalid candidate
         return None
-    if not isinstance(result, torch.Tensor) or not result.is_floating_point():
+    if not isinstance(result, torch.Tensor):
         return None
     if result.dim() > MAX_RANK + 1 or result.numel() > MAX_NUMEL or result.numel() == 0:
         return None

@@ -19,9 +19,25 @@ from hypothesis import strategies as st
 from mluverify.errors import valid_choice
 
 FAMILIES = ("pointwise", "binary", "reduction", "matmul", "norm", "softmax", "view", "concat", "index",
-            "cast", "inplace")
+            "cast", "inplace", "integer")
 CAST_DTYPES = ("float16", "bfloat16", "float64", "float32")
 SCALARS = (2.0, 0.5, -1.5, 3.0)
+# Integer scalars for integer ops: they keep an integer operand's dtype, so products wrap.
+INT_SCALARS = (3, -1, -7, 127, 1000, 65537)
+# Shift amounts, past the bit width included (torch defines those: 0, or -1 for a negative
+# operand shifted right; a C shift by as much is undefined, a compiler's trap).
+SHIFTS = (1, 3, 7, 8, 9, 15, 16, 31, 32, 33, 63, 64)
+# Float-to-integer casts: each dtype's range, as float32 values inside it (2**31 - 1 is not a
+# float32; a float out of the range casts to an undefined value in C and in torch's docs).
+INT_RANGES = {"int8": (-128.0, 127.0), "uint8": (0.0, 255.0), "int16": (-32768.0, 32767.0),
+              "int32": (-2147483648.0, 2147483520.0), "int64": (-9223372036854775808.0, 9223371487098961920.0)}
+INT_SCALES = (1.0, 10.0, 1000.0, 1e6, 1e12, 1e20)
+# Operand dtype kinds an op accepts.
+FLOAT, INT, BOOL = "float", "int", "bool"
+NUMBER, INTEGRAL, ANY = (FLOAT, INT), (INT, BOOL), (FLOAT, INT, BOOL)
+# A divisor that is never 0 and never -1 (INT_MIN / -1 traps on x86: eager dies of SIGFPE),
+# negative ones included; for floats its magnitude is > 0.
+DIVISOR = "torch.where({b} > 0, {b}, {b} - 2)"
 
 Draw = Callable[[st.SearchStrategy], Any]
 Shape = tuple[int, ...]
@@ -115,6 +131,51 @@ def _index_select(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
 
 def _cast(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
     return {"dtype": draw(st.sampled_from(CAST_DTYPES))}
+
+
+def _to_int(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    """An integer dtype, a scale (large ones reach the dtype's ends) and the dtype's range."""
+    dtype = draw(st.sampled_from(tuple(INT_RANGES)))
+    low, high = INT_RANGES[dtype]
+    return {"dtype": dtype, "scale": draw(st.sampled_from(INT_SCALES)), "lo": low, "hi": high}
+
+
+def _int_scalar(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    return {"k": draw(st.sampled_from(INT_SCALARS))}
+
+
+def _shift(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    return {"s": draw(st.sampled_from(SHIFTS))}
+
+
+def _round_decimals(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    return {"d": draw(st.sampled_from((1, 2, -1)))}
+
+
+def _correction(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    """A correction below the reduced dim's size (at or above it the result is inf or NaN)."""
+    params = _reduce_params(draw, shapes)
+    side = shapes[0][params["dim"]] if shapes[0] else 1
+    return {**params, "c": draw(st.sampled_from([c for c in (0, 1, 2) if c < side] or [0]))}
+
+
+def _index_put(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    """Rows of dim 0 (repeats included: accumulated, or the same value written twice)."""
+    side = shapes[0][0] if shapes[0] else 1
+    return {"index": draw(st.lists(st.integers(0, side - 1), min_size=1, max_size=4)),
+            "s": draw(st.sampled_from(SCALARS)), "acc": draw(st.booleans())}
+
+
+def _index_add(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    """Indices along a dim (repeats accumulate) and as many leading slices as the source."""
+    dim = _dim(draw, shapes[0])
+    side = shapes[0][dim] if shapes[0] else 1
+    index = draw(st.lists(st.integers(0, side - 1), min_size=1, max_size=side))
+    return {"dim": dim, "index": index, "count": len(index)}
+
+
+def _index_fill(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+    return {**_index_select(draw, shapes), "s": draw(st.sampled_from(SCALARS))}
 
 
 def _conv(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
@@ -213,6 +274,10 @@ class OpSpec:
     in-place op must not follow it onto a program input. ``inplace``: overwrites ``{a}``.
     ``same_dtype``: the operands must have one dtype (a check the CPU kernel makes and the meta
     function does not). ``golden_template``: the expression in the float64 run, when it differs.
+    ``accepts``: the operands' dtype kinds (``FLOAT``, ``INT``, ``BOOL``). ``may_alias``: the
+    result is its operand itself or a copy depending on the dtype (``x.to(x.dtype)`` is ``x``),
+    while the float64 run's is always a copy, so nothing is written into it. ``weight``: how many
+    times the op is listed when ops are drawn.
     """
 
     name: str
@@ -225,6 +290,9 @@ class OpSpec:
     inplace: bool = False
     same_dtype: bool = False
     golden_template: str = ""
+    accepts: tuple[str, ...] = (FLOAT,)
+    may_alias: bool = False
+    weight: int = 1
 
     @property
     def operands(self) -> int:
@@ -241,8 +309,12 @@ def _unary(name: str, template: str, **kwargs: Any) -> OpSpec:
     return OpSpec(name, "pointwise", template, **kwargs)
 
 
+def _integer(name: str, template: str, params: Callable = _no_params, **kwargs: Any) -> OpSpec:
+    return OpSpec(name, "integer", template, params, **{"accepts": (INT,), "weight": 2, **kwargs})
+
+
 OPS: tuple[OpSpec, ...] = (
-    _unary("relu", "torch.relu({a})"),
+    _unary("relu", "torch.relu({a})", accepts=NUMBER),
     _unary("sigmoid", "torch.sigmoid({a})"),
     _unary("tanh", "torch.tanh({a})"),
     _unary("gelu", "torch.nn.functional.gelu({a})"),
@@ -252,31 +324,34 @@ OPS: tuple[OpSpec, ...] = (
     _unary("sqrt", "torch.sqrt({a}.abs())"),
     _unary("rsqrt", "torch.rsqrt({a}.abs() + 0.5)"),
     _unary("reciprocal", "torch.reciprocal({a}.abs() + 0.5)"),
-    _unary("abs", "torch.abs({a})"),
-    _unary("neg", "torch.neg({a})"),
+    _unary("abs", "torch.abs({a})", accepts=NUMBER),
+    _unary("neg", "torch.neg({a})", accepts=NUMBER),
     _unary("sin", "torch.sin({a})"),
     _unary("cos", "torch.cos({a})"),
-    _unary("square", "torch.square({a})"),
-    _unary("clamp", "torch.clamp({a}, {lo}, {hi})", params=_clamp),
-    _unary("add_scalar", "({a} + {s})", params=_scalar),
-    _unary("mul_scalar", "({a} * {s})", params=_scalar),
-    OpSpec("add", "binary", "torch.add({a}, {b})", partner=BROADCAST),
-    OpSpec("sub", "binary", "torch.sub({a}, {b})", partner=BROADCAST),
-    OpSpec("mul", "binary", "torch.mul({a}, {b})", partner=BROADCAST),
+    _unary("square", "torch.square({a})", accepts=NUMBER),
+    _unary("clamp", "torch.clamp({a}, {lo}, {hi})", params=_clamp, accepts=NUMBER),
+    _unary("add_scalar", "({a} + {s})", params=_scalar, accepts=NUMBER),
+    _unary("mul_scalar", "({a} * {s})", params=_scalar, accepts=NUMBER),
+    OpSpec("add", "binary", "torch.add({a}, {b})", partner=BROADCAST, accepts=NUMBER),
+    OpSpec("sub", "binary", "torch.sub({a}, {b})", partner=BROADCAST, accepts=NUMBER),
+    OpSpec("mul", "binary", "torch.mul({a}, {b})", partner=BROADCAST, accepts=NUMBER),
     OpSpec("div", "binary", "torch.div({a}, {b}.abs() + 0.5)", partner=BROADCAST),
-    OpSpec("maximum", "binary", "torch.maximum({a}, {b})", partner=BROADCAST),
-    OpSpec("minimum", "binary", "torch.minimum({a}, {b})", partner=BROADCAST),
-    OpSpec("where", "binary", "torch.where({a} > 0, {a}, {b})", partner=BROADCAST),
-    OpSpec("sum", "reduction", "torch.sum({a}, dim={dim}, keepdim={keepdim})", _reduce_params, min_rank=1),
+    OpSpec("maximum", "binary", "torch.maximum({a}, {b})", partner=BROADCAST, accepts=ANY),
+    OpSpec("minimum", "binary", "torch.minimum({a}, {b})", partner=BROADCAST, accepts=ANY),
+    OpSpec("where", "binary", "torch.where({a} > 0, {a}, {b})", partner=BROADCAST, accepts=ANY),
+    OpSpec("sum", "reduction", "torch.sum({a}, dim={dim}, keepdim={keepdim})", _reduce_params, min_rank=1,
+           accepts=NUMBER),
     OpSpec("mean", "reduction", "torch.mean({a}, dim={dim}, keepdim={keepdim})", _reduce_params, min_rank=1),
-    OpSpec("amax", "reduction", "torch.amax({a}, dim={dim}, keepdim={keepdim})", _reduce_params, min_rank=1),
-    OpSpec("amin", "reduction", "torch.amin({a}, dim={dim}, keepdim={keepdim})", _reduce_params, min_rank=1),
+    OpSpec("amax", "reduction", "torch.amax({a}, dim={dim}, keepdim={keepdim})", _reduce_params, min_rank=1,
+           accepts=NUMBER),
+    OpSpec("amin", "reduction", "torch.amin({a}, dim={dim}, keepdim={keepdim})", _reduce_params, min_rank=1,
+           accepts=NUMBER),
     OpSpec("logsumexp", "reduction", "torch.logsumexp({a}, dim={dim}, keepdim={keepdim})", _reduce_params,
            min_rank=1),
     OpSpec("var", "reduction", "torch.var({a}, dim={dim}, correction=0, keepdim={keepdim})", _reduce_params,
            min_rank=1),
-    OpSpec("sum_all", "reduction", "torch.sum({a})"),
-    OpSpec("cumsum", "reduction", "torch.cumsum({a}, dim={dim})", _dim_param, min_rank=1),
+    OpSpec("sum_all", "reduction", "torch.sum({a})", accepts=NUMBER),
+    OpSpec("cumsum", "reduction", "torch.cumsum({a}, dim={dim})", _dim_param, min_rank=1, accepts=NUMBER),
     OpSpec("matmul", "matmul", "torch.matmul({a}, {b})", partner=MATMUL, min_rank=2, same_dtype=True),
     OpSpec("linear", "matmul", "torch.nn.functional.linear({a}, {b})", partner=LINEAR, min_rank=1, same_dtype=True),
     OpSpec("conv2d", "matmul", "torch.nn.functional.conv2d({a}, {b}, stride={stride}, padding={padding})",
@@ -286,25 +361,95 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("group_norm", "norm", "torch.nn.functional.group_norm({a}, {groups})", _groups, min_rank=2),
     OpSpec("softmax", "softmax", "torch.softmax({a}, dim={dim})", _dim_param, min_rank=1),
     OpSpec("log_softmax", "softmax", "torch.log_softmax({a}, dim={dim})", _dim_param, min_rank=1),
-    OpSpec("transpose", "view", "torch.transpose({a}, {dim0}, {dim1})", _transpose, min_rank=2, aliases=True),
-    OpSpec("permute", "view", "{a}.permute({perm})", _permute, min_rank=2, aliases=True),
-    OpSpec("reshape", "view", "torch.reshape({a}, {shape})", _reshape, aliases=True),
-    OpSpec("flatten", "view", "torch.flatten({a}, {start}, {end})", _flatten, min_rank=1, aliases=True),
-    OpSpec("unsqueeze", "view", "torch.unsqueeze({a}, {dim})", _unsqueeze, aliases=True),
-    OpSpec("squeeze", "view", "torch.squeeze({a}, {dim})", _squeeze, min_rank=1, aliases=True),
-    OpSpec("expand", "view", "{a}.expand({shape})", _expand, aliases=True),
-    OpSpec("cat", "concat", "torch.cat([{a}, {b}], dim={dim})", _cat_params, partner=CAT, min_rank=1),
-    OpSpec("stack", "concat", "torch.stack([{a}, {b}], dim={dim})", _dim_param, partner=SAME),
-    OpSpec("narrow", "index", "torch.narrow({a}, {dim}, {start}, {length})", _narrow, min_rank=1, aliases=True),
-    OpSpec("select", "index", "torch.select({a}, {dim}, {index})", _select, min_rank=1, aliases=True),
+    OpSpec("transpose", "view", "torch.transpose({a}, {dim0}, {dim1})", _transpose, min_rank=2,
+           aliases=True, accepts=ANY),
+    OpSpec("permute", "view", "{a}.permute({perm})", _permute, min_rank=2,
+           aliases=True, accepts=ANY),
+    OpSpec("reshape", "view", "torch.reshape({a}, {shape})", _reshape,
+           aliases=True, accepts=ANY),
+    OpSpec("flatten", "view", "torch.flatten({a}, {start}, {end})", _flatten, min_rank=1,
+           aliases=True, accepts=ANY),
+    OpSpec("unsqueeze", "view", "torch.unsqueeze({a}, {dim})", _unsqueeze,
+           aliases=True, accepts=ANY),
+    OpSpec("squeeze", "view", "torch.squeeze({a}, {dim})", _squeeze, min_rank=1,
+           aliases=True, accepts=ANY),
+    OpSpec("expand", "view", "{a}.expand({shape})", _expand,
+           aliases=True, accepts=ANY),
+    OpSpec("cat", "concat", "torch.cat([{a}, {b}], dim={dim})", _cat_params, partner=CAT, min_rank=1, accepts=ANY),
+    OpSpec("stack", "concat", "torch.stack([{a}, {b}], dim={dim})", _dim_param, partner=SAME, accepts=ANY),
+    OpSpec("narrow", "index", "torch.narrow({a}, {dim}, {start}, {length})", _narrow, min_rank=1,
+           aliases=True, accepts=ANY),
+    OpSpec("select", "index", "torch.select({a}, {dim}, {index})", _select, min_rank=1,
+           aliases=True, accepts=ANY),
     OpSpec("index_select", "index", "torch.index_select({a}, {dim}, torch.tensor({index}, device={a}.device))",
-           _index_select, min_rank=1),
-    OpSpec("flip", "index", "torch.flip({a}, [{dim}])", _dim_param, min_rank=1),
-    OpSpec("cast", "cast", "{a}.to(torch.{dtype})", _cast, golden_template="{a}.to(torch.{dtype}).to(torch.float64)"),
-    OpSpec("relu_", "inplace", "{a}.relu_()", inplace=True, aliases=True),
+           _index_select, min_rank=1, accepts=ANY),
+    OpSpec("flip", "index", "torch.flip({a}, [{dim}])", _dim_param, min_rank=1, accepts=ANY),
+    OpSpec("cast", "cast", "{a}.to(torch.{dtype})", _cast, golden_template="{a}.to(torch.{dtype}).to(torch.float64)",
+           accepts=ANY, may_alias=True, weight=2),
+    OpSpec("to_int", "cast", "{a}.float().mul({scale}).clamp({lo}, {hi}).to(torch.{dtype})", _to_int,
+           weight=4),
+    OpSpec("to_bool", "cast", "({a} > 0)", accepts=ANY),
+    _unary("round", "torch.round({a})"),
+    _unary("round_decimals", "torch.round({a}, decimals={d})", params=_round_decimals),
+    _unary("trunc", "torch.trunc({a})"),
+    _unary("floor", "torch.floor({a})"),
+    _unary("sign", "torch.sign({a})", accepts=NUMBER),
+    _unary("logical_not", "torch.logical_not({a})", accepts=ANY),
+    OpSpec("clamp_min_tensor", "binary", "torch.clamp({a}, min={b})", partner=BROADCAST, accepts=NUMBER),
+    OpSpec("masked_fill", "binary", "{a}.masked_fill({b} > 0, {s})", _scalar, partner=BROADCAST, accepts=ANY),
+    OpSpec("logical_and", "binary", "torch.logical_and({a}, {b})", partner=BROADCAST, accepts=ANY),
+    OpSpec("logical_xor", "binary", "torch.logical_xor({a}, {b})", partner=BROADCAST, accepts=ANY),
+    OpSpec("std", "reduction", "torch.std({a}, dim={dim}, correction={c}, keepdim={keepdim})", _correction,
+           min_rank=1),
+    OpSpec("prod", "reduction", "torch.prod({a}, dim={dim}, keepdim={keepdim})", _reduce_params, min_rank=1,
+           accepts=NUMBER),
+    OpSpec("cumprod", "reduction", "torch.cumprod({a}, dim={dim})", _dim_param, min_rank=1, accepts=NUMBER),
+    OpSpec("argmax", "reduction", "torch.argmax({a}, dim={dim}, keepdim={keepdim})", _reduce_params,
+           min_rank=1, accepts=NUMBER),
+    OpSpec("argmin", "reduction", "torch.argmin({a}, dim={dim}, keepdim={keepdim})", _reduce_params,
+           min_rank=1, accepts=NUMBER),
+    OpSpec("sort_values", "index", "torch.sort({a}, dim={dim}, stable=True)[0]", _dim_param, min_rank=1,
+           accepts=NUMBER),
+    OpSpec("sort_indices", "index", "torch.sort({a}, dim={dim}, stable=True)[1]", _dim_param, min_rank=1,
+           accepts=NUMBER),
+    _integer("floor_divide", "torch.floor_divide({a}, %s)" % DIVISOR, partner=BROADCAST, accepts=NUMBER),
+    _integer("div_trunc", "torch.div({a}, %s, rounding_mode='trunc')" % DIVISOR, partner=BROADCAST,
+             accepts=NUMBER),
+    _integer("div_floor", "torch.div({a}, %s, rounding_mode='floor')" % DIVISOR, partner=BROADCAST,
+             accepts=NUMBER),
+    _integer("remainder", "torch.remainder({a}, %s)" % DIVISOR, partner=BROADCAST, accepts=NUMBER),
+    _integer("fmod", "torch.fmod({a}, %s)" % DIVISOR, partner=BROADCAST, accepts=NUMBER),
+    _integer("bitwise_and", "torch.bitwise_and({a}, {b})", partner=BROADCAST, accepts=INTEGRAL),
+    _integer("bitwise_or", "torch.bitwise_or({a}, {b})", partner=BROADCAST, accepts=INTEGRAL),
+    _integer("bitwise_xor", "torch.bitwise_xor({a}, {b})", partner=BROADCAST, accepts=INTEGRAL),
+    _integer("bitwise_not", "torch.bitwise_not({a})", accepts=INTEGRAL),
+    _integer("shift_left", "({a} << {s})", _shift),
+    _integer("shift_right", "({a} >> {s})", _shift),
+    _integer("shift_left_tensor", "torch.bitwise_left_shift({a}, {b} % 70)", partner=BROADCAST),
+    _integer("shift_right_tensor", "torch.bitwise_right_shift({a}, {b} % 70)", partner=BROADCAST),
+    _integer("mul_int", "({a} * {k})", _int_scalar),
+    _integer("sum_keep_dtype", "torch.sum({a}, dim={dim}, keepdim={keepdim}, dtype={a}.dtype)", _reduce_params,
+             min_rank=1),
+    _integer("cumsum_keep_dtype", "torch.cumsum({a}, dim={dim}, dtype={a}.dtype)", _dim_param, min_rank=1),
+    OpSpec("relu_", "inplace", "{a}.relu_()", inplace=True, aliases=True, accepts=NUMBER),
     OpSpec("add_", "inplace", "{a}.add_({s})", _scalar, inplace=True, aliases=True),
     OpSpec("mul_", "inplace", "{a}.mul_({s})", _scalar, inplace=True, aliases=True),
-    OpSpec("add_tensor_", "inplace", "{a}.add_({b})", partner=BROADCAST, inplace=True, aliases=True),
+    OpSpec("add_tensor_", "inplace", "{a}.add_({b})", partner=BROADCAST, inplace=True, aliases=True,
+           accepts=NUMBER),
+    OpSpec("copy_", "inplace", "{a}.copy_({b})", partner=BROADCAST, inplace=True,
+           aliases=True, accepts=ANY),
+    OpSpec("masked_fill_", "inplace", "{a}.masked_fill_({b} > 0, {s})", _scalar, partner=BROADCAST, inplace=True,
+           aliases=True, accepts=ANY),
+    OpSpec("index_put_", "inplace", "{a}.index_put_((torch.tensor({index}, device={a}.device),), "
+           "torch.tensor({s}, device={a}.device).to({a}.dtype), accumulate={acc})", _index_put, min_rank=1,
+           inplace=True, aliases=True, accepts=NUMBER),
+    OpSpec("index_add_", "inplace", "{a}.index_add_({dim}, torch.tensor({index}, device={a}.device), "
+           "torch.narrow({a}, {dim}, 0, {count}).clone())", _index_add, min_rank=1, inplace=True, aliases=True,
+           accepts=NUMBER),
+    OpSpec("index_fill_", "inplace", "{a}.index_fill_({dim}, torch.tensor({index}, device={a}.device), {s})",
+           _index_fill, min_rank=1, inplace=True, aliases=True, accepts=NUMBER),
+    OpSpec("clamp_", "inplace", "{a}.clamp_({lo}, {hi})", _clamp, inplace=True, aliases=True),
+    OpSpec("mul_int_", "inplace", "{a}.mul_({k})", _int_scalar, inplace=True, aliases=True, accepts=(INT,)),
 )
 
 REGISTRY: Mapping[str, OpSpec] = {op.name: op for op in OPS}
@@ -334,4 +479,5 @@ def spec(name: str) -> OpSpec:
         raise valid_choice("fuzz op", name, list(REGISTRY)) from None
 
 
-__all__ = ["CAST_DTYPES", "FAMILIES", "OPS", "OpSpec", "Partner", "REGISTRY", "op_set", "spec"]
+__all__ = ["ANY", "BOOL", "CAST_DTYPES", "FAMILIES", "FLOAT", "INT", "OPS", "OpSpec", "Partner", "REGISTRY", "op_set",
+           "spec"]
