@@ -32,12 +32,13 @@ def run(args: argparse.Namespace) -> int:
     from mluverify.report.loading import load
     from mluverify.report.pages import diff_documents, diff_text
     from mluverify.core.config import project_settings
-    from mluverify.report.finish import write_files
+    from mluverify.report.finish import baseline_spread, write_files
 
     settings = project_settings()
     result = diff_runs(load(args.base), load(args.new),
                        regress_factor=_given_or(args.regress_factor, settings.regress_factor),
-                       noise_floor=_given_or(args.noise_floor, settings.noise_floor))
+                       noise_floor=_given_or(args.noise_floor, settings.noise_floor),
+                       spread=baseline_spread(args.base, settings))
     markdown, page = diff_documents(result, str(args.base), str(args.new))
     out = args.out or (args.new if args.new.is_dir() else args.new.parent)
     paths = write_files(out, {"diff.md": markdown, "diff.html": page})

@@ -14,10 +14,12 @@ from mluverify.project import find_rootdir, pyproject_of
 
 # The bounds of the numeric keys (low, high; None: unbounded), shared by the options that override them.
 NUMBER_BOUNDS: Mapping[str, tuple[float, float | None]] = {
-    "regress_factor": (1.0, None), "noise_floor": (0.0, None), "determinism_share": (0.0, 1.0)}
+    "regress_factor": (1.0, None), "noise_floor": (0.0, None), "determinism_share": (0.0, 1.0),
+    "spread_sigmas": (0.0, None)}
 
 KNOWN_KEYS = {"targets", "report_dir", "regress_factor", "noise_floor", "tolerances", "waivers",
-              "allow", "skip", "core_versions", "determinism_share", "golden", "device_count", "fallback"}
+              "allow", "skip", "core_versions", "determinism_share", "golden", "device_count", "fallback",
+              "gate_fail_on_stale", "spread_sigmas"}
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,10 @@ class Settings:
     ``determinism_share``: the share of cases run twice on the device (0 to 1);
     ``golden``: the golden policy's k and floor per dtype;
     ``device_count``: emulated MLU cards (``MLUVERIFY_DEVICE_COUNT`` overrides);
-    ``fallback``: the emulated MLU's fallback rule, one of ``mluverify.device_keys.FALLBACK_RULES`` (``MLUVERIFY_FALLBACK`` overrides).
+    ``fallback``: the emulated MLU's fallback rule, one of ``mluverify.device_keys.FALLBACK_RULES`` (``MLUVERIFY_FALLBACK`` overrides);
+    ``gate_fail_on_stale``: the gate fails on a stale ``waivers`` entry (``mluverify.report.gate``);
+    ``spread_sigmas``: with a baseline measured over several runs, a case is worsened above
+    ``mean + spread_sigmas x spread`` where that is wider than ``regress_factor`` (``mluverify.report.spread``).
     """
 
     targets: tuple[str, ...] = ("mlu:cnnl",)
@@ -46,6 +51,8 @@ class Settings:
     golden: Mapping[str, GoldenRule] = field(default_factory=lambda: dict(GOLDEN_RULES))
     device_count: int = 1
     fallback: str = "cpu"
+    gate_fail_on_stale: bool = False
+    spread_sigmas: float = 3.0
 
 
 def load_settings(pyproject: Path | None) -> Settings:
@@ -78,6 +85,8 @@ def parse_settings(table: Mapping[str, Any], source: str = "[tool.mluverify]") -
         determinism_share=_number(table, "determinism_share", defaults.determinism_share, source),
         golden=parse_golden_rules(_typed(table, "golden", dict, {}, f"{source}.golden"), f"{source}.golden"),
         **vars(parse_device_keys(table, source)),
+        gate_fail_on_stale=_flag(table, "gate_fail_on_stale", defaults.gate_fail_on_stale, source),
+        spread_sigmas=_number(table, "spread_sigmas", defaults.spread_sigmas, source),
     )
 
 
@@ -85,6 +94,13 @@ def _typed(table: Mapping[str, Any], key: str, kind, default, source: str):
     value = table.get(key, default)
     if not isinstance(value, kind) or isinstance(value, bool):
         raise ConfigError(f"{source}: [tool.mluverify] {key} = {value!r} has the wrong type")
+    return value
+
+
+def _flag(table: Mapping[str, Any], key: str, default: bool, source: str) -> bool:
+    value = table.get(key, default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{source}: [tool.mluverify] {key} = {value!r} must be true or false")
     return value
 
 

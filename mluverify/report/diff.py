@@ -6,7 +6,9 @@ clamping both to the noise floor, so noise-level errors neither worsen nor impro
 worsened when ``max(new, floor) > factor * max(base, floor)`` and improved when
 ``max(base, floor) > factor * max(new, floor)``; ``grew`` says the same of every case with a
 value in both runs, failing ones included (a waived case that keeps failing must not grow
-unseen). Values of different metrics are never compared.
+unseen). Values of different metrics are never compared. With the spread of repeated baseline
+runs (``mluverify.report.spread``) a noisy case's limit widens to ``mean + sigmas x spread``
+when that is larger than ``factor x max(base, floor)``.
 """
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from mluverify.core.status import PASSED, STATUSES as RECORD_STATUSES
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from mluverify.report.spread import Spread
 
 # Status of a case, in the order reports list them; the first three fail `mluverify diff`.
 STATUSES = ("new failure", "worsened", "missing", "still failing", "fixed", "improved", "added", "unchanged")
@@ -45,18 +49,21 @@ class RunDiff:
 
 
 def diff_runs(base: "pd.DataFrame", new: "pd.DataFrame", *, regress_factor: float = 1.5,
-              noise_floor: float = 1e-6) -> RunDiff:
+              noise_floor: float = 1e-6, spread: "Spread | None" = None) -> RunDiff:
     """Compare two records frames case by case (see the module docstring for the rules)."""
     return RunDiff(
-        cases=compare_cases(base, new, regress_factor=regress_factor, noise_floor=noise_floor),
+        cases=compare_cases(base, new, regress_factor=regress_factor, noise_floor=noise_floor, spread=spread),
         groups=group_deltas(base, new),
     )
 
 
 def compare_cases(base: "pd.DataFrame", new: "pd.DataFrame", *, regress_factor: float,
-                  noise_floor: float, ok_statuses: tuple[str, ...] = (PASSED,)) -> "pd.DataFrame":
+                  noise_floor: float, ok_statuses: tuple[str, ...] = (PASSED,),
+                  spread: "Spread | None" = None) -> "pd.DataFrame":
     """One row per case of either run, with its status (one of ``STATUSES``), each run's record
-    status (``record_status_base`` / ``_new``) and whether its value ``grew`` by the factor."""
+    status (``record_status_base`` / ``_new``), the ``limit`` above which it is worsened and
+    whether its value ``grew`` beyond it (``spread_mean`` / ``spread`` / ``spread_runs``: the
+    baseline runs' spread that set the limit, NaN where the fixed factor did)."""
     import numpy as np
 
     merged = case_outcomes(base).join(case_outcomes(new), how="outer", suffixes=("_base", "_new"))
@@ -68,7 +75,9 @@ def compare_cases(base: "pd.DataFrame", new: "pd.DataFrame", *, regress_factor: 
     same_metric = in_base & in_new & (merged["metric_base"] == merged["metric_new"])
     floor_base = merged["value_base"].clip(lower=noise_floor)
     floor_new = merged["value_new"].clip(lower=noise_floor)
-    merged["grew"] = same_metric & (floor_new > regress_factor * floor_base)
+    merged["limit"] = regress_factor * floor_base
+    merged = _noise_limits(merged, spread)
+    merged["grew"] = same_metric & (floor_new > merged["limit"])
     comparable = same_metric & ok_base & ok_new
     conditions = [
         in_base & ~in_new,
@@ -84,10 +93,26 @@ def compare_cases(base: "pd.DataFrame", new: "pd.DataFrame", *, regress_factor: 
     merged["ratio"] = merged["value_new"] / merged["value_base"]
     for column in ("op", "dtype", "metric"):
         merged[column] = merged[f"{column}_new"].fillna(merged[f"{column}_base"])
-    columns = ["op", "dtype", "metric", "status", "value_base", "value_new", "ratio", "grew",
+    columns = ["op", "dtype", "metric", "status", "value_base", "value_new", "ratio", "grew", "limit",
+               "spread_mean", "spread", "spread_runs",
                "bound_new", "passed_base", "passed_new", "record_status_base", "record_status_new",
                "waived_new", "reason_new", "error_new"]
     return merged[columns].reset_index()
+
+
+def _noise_limits(merged: "pd.DataFrame", spread: "Spread | None") -> "pd.DataFrame":
+    """``merged`` with each case's limit widened to its baseline runs' ``mean + sigmas x
+    spread`` where that is larger (never tighter), and the spread that did it."""
+    import numpy as np
+
+    if spread is None:
+        return merged.assign(spread_mean=np.nan, spread=np.nan, spread_runs=np.nan)
+    measured = spread.limits(merged["metric_base"])
+    widens = measured["limit"].to_numpy() > merged["limit"].to_numpy()
+    merged["limit"] = np.where(widens, measured["limit"], merged["limit"])
+    for column, source in (("spread_mean", "mean"), ("spread", "spread"), ("spread_runs", "runs")):
+        merged[column] = np.where(widens, measured[source], np.nan)
+    return merged
 
 
 def _record_statuses(frame: "pd.DataFrame") -> "pd.Series":

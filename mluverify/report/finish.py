@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from mluverify.report.completeness import RunCompleteness
     from mluverify.report.diff import RunDiff
     from mluverify.report.gate import GateResult
+    from mluverify.report.spread import Spread
 
 GATE_FILE = "gate.md"
 # The terminal shows this many findings; gate.md holds them all.
@@ -56,7 +57,7 @@ def finish_run(run_dir: Path, *, pm: "pluggy.PluginManager", settings: "Settings
         completeness = completeness_of(read_metadata(run_dir), frame)
         refused = "" if completeness.complete or allow_incomplete else completeness.headline
         base, diff = _load_baseline(baseline, frame, run_dir, settings)
-        result = _gate(frame, base, settings, selected, refused) if gate else None
+        result = _gate(frame, base, settings, selected, refused, baseline) if gate else None
         _stamp_finished(run_dir, baseline, completeness.complete)
         write_reports(run_dir, pm, frame=frame, gate=result, diff=diff)
         if result is not None:
@@ -116,18 +117,28 @@ def _load_baseline(baseline: Path | None, frame: "pd.DataFrame", run_dir: Path,
     from mluverify.report.pages import diff_documents
 
     base = load(baseline)
-    result = diff_runs(base, frame, regress_factor=settings.regress_factor, noise_floor=settings.noise_floor)
+    result = diff_runs(base, frame, regress_factor=settings.regress_factor, noise_floor=settings.noise_floor,
+                       spread=baseline_spread(baseline, settings))
     markdown, page = diff_documents(result, str(baseline), str(run_dir))
     write_files(run_dir, {"diff.md": markdown, "diff.html": page})
     return base, result
 
 
+def baseline_spread(baseline: Path, settings: "Settings") -> "Spread | None":
+    """The spread kept beside a baseline run directory (``mluverify baseline update --runs``)."""
+    from mluverify.report.spread import read_spread
+
+    return read_spread(baseline, settings.spread_sigmas) if Path(baseline).is_dir() else None
+
+
 def _gate(frame: "pd.DataFrame", base: "pd.DataFrame | None", settings: "Settings",
-          selected: "Collection[str] | None", incomplete: str) -> "GateResult":
+          selected: "Collection[str] | None", incomplete: str, baseline: Path | None) -> "GateResult":
     from mluverify.report.gate import evaluate_gate
 
     return evaluate_gate(frame, base, regress_factor=settings.regress_factor, noise_floor=settings.noise_floor,
-                         waivers=settings.waivers, allow=settings.allow, selected=selected, incomplete=incomplete)
+                         waivers=settings.waivers, allow=settings.allow, selected=selected, incomplete=incomplete,
+                         stale_waivers=settings.gate_fail_on_stale,
+                         spread=baseline_spread(baseline, settings) if baseline is not None else None)
 
 
 def _run_line(frame: "pd.DataFrame", gate: "GateResult | None", run_dir: Path,

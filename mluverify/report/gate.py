@@ -10,7 +10,8 @@ Rules (each finding names its rule):
 - ``not_on_device`` / ``not_fused`` / ``nondeterministic``: the case did not run as it claims
   (``mluverify.core.status``), unless ``[tool.mluverify] allow`` admits the status.
 - ``new failure``: a case that was ok in the baseline is not now.
-- ``worsened``: the judged metric grew by more than the regress factor (see ``diff``).
+- ``worsened``: the judged metric grew by more than the regress factor, or beyond ``mean +
+  sigmas x spread`` of repeated baseline runs where that is wider (see ``diff``, ``spread``).
 - ``waived but worsened``: a waived case's metric grew by more than the regress factor over
   its baseline value: a waiver excuses a known deviation, not a growing one. Never waived.
 - ``missing``: a baseline case is absent from the run (only among the cases the run selected,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from mluverify.core.expectations import Waiver, Where
+    from mluverify.report.spread import Spread
 
 FINDING_COLUMNS = ["rule", "case_id", "target", "op", "value", "baseline_value", "bound", "waiver", "detail"]
 
@@ -60,20 +62,21 @@ def evaluate_gate(run: "pd.DataFrame", baseline: "pd.DataFrame | None" = None, *
                   regress_factor: float = 1.5, noise_floor: float = 1e-6,
                   waivers: "Mapping[str, Waiver] | None" = None, today: dt.date | None = None,
                   allow: Collection[str] = (), selected: Collection[str] | None = None,
-                  incomplete: str = "", stale_waivers: bool = False) -> GateResult:
+                  incomplete: str = "", stale_waivers: bool = False, spread: "Spread | None" = None) -> GateResult:
     """Apply every gate rule to the records of ``run`` (against ``baseline`` when given);
     ``waivers`` maps case-id globs to waivers (``mluverify.core.expectations.parse_waivers``); ``allow``:
     statuses admitted; ``selected``: the case ids the run selected (None: all); ``incomplete``:
     why the run did not finish (a blocking finding: an incomplete run never passes the gate);
     ``stale_waivers``: a configured waiver that covers nothing in the run, or only passing cases,
-    is a blocking finding (``mluverify.report.expectations_check``)."""
+    is a blocking finding (``mluverify.report.expectations_check``); ``spread``: the baseline
+    runs' spread, widening a noisy case's "worsened" limit (``mluverify.report.spread``)."""
     import pandas as pd
 
     today, waivers = today or dt.date.today(), waivers or {}
     if run.empty:
         return GateResult(_frame([{"rule": "empty run", "detail": "the run holds no records: nothing was verified"}]))
     cases = case_findings(run, baseline, regress_factor=regress_factor, noise_floor=noise_floor,
-                          allow=allow, selected=selected)
+                          allow=allow, selected=selected, spread=spread)
     cases["waiver"] = waiver_reasons(cases, waivers, today).mask(cases["rule"] == WAIVED_BUT_WORSENED, "")
     expired = [
         {"rule": "expired waiver", "case_id": pattern,
@@ -105,13 +108,13 @@ _STATUS_RULES = {"failed": "fails tolerance", "waived": "fails tolerance", "erro
 
 def case_findings(run: "pd.DataFrame", baseline: "pd.DataFrame | None", *, regress_factor: float,
                   noise_floor: float, allow: Collection[str] = (),
-                  selected: Collection[str] | None = None) -> "pd.DataFrame":
+                  selected: Collection[str] | None = None, spread: "Spread | None" = None) -> "pd.DataFrame":
     """Findings of the per-case rules, ``waiver`` not yet filled in."""
     from mluverify.report.diff import compare_cases
 
     empty = run.iloc[:0] if baseline is None else baseline
     cases = compare_cases(empty, run, regress_factor=regress_factor, noise_floor=noise_floor,
-                          ok_statuses=(PASSED, *allow))
+                          ok_statuses=(PASSED, *allow), spread=spread)
     if selected is not None:
         cases = cases[(cases["status"] != "missing") | cases["case_id"].isin(set(selected))]
     by_status = cases["record_status_new"].map(_STATUS_RULES)
@@ -123,7 +126,8 @@ def case_findings(run: "pd.DataFrame", baseline: "pd.DataFrame | None", *, regre
     rule = rule.mask(grew_waived, WAIVED_BUT_WORSENED)
     found = cases[rule.notna()].assign(rule=rule[rule.notna()])
     found = found.rename(columns={"value_new": "value", "value_base": "baseline_value", "bound_new": "bound"})
-    found["detail"] = found.apply(_detail, axis=1, regress_factor=regress_factor) if len(found) else ""
+    sigmas = spread.sigmas if spread is not None else 0.0
+    found["detail"] = found.apply(_detail, axis=1, regress_factor=regress_factor, sigmas=sigmas) if len(found) else ""
     found = _task_rule(found, run)
     waived_in_run = found["record_status_new"] == WAIVED
     found["waiver"] = waived_in_run.map({True: "waived when it ran", False: ""})
@@ -155,10 +159,13 @@ def task_detail(row: "Mapping[str, Any]") -> str:
             f"{row['task_effect']:.4f})")
 
 
-def _detail(row: "pd.Series", regress_factor: float) -> str:
+def _detail(row: "pd.Series", regress_factor: float, sigmas: float) -> str:
     if row["rule"] == "missing":
         return "in the baseline but not in this run"
     if row["rule"] in ("worsened", WAIVED_BUT_WORSENED):
+        if row["spread_runs"] == row["spread_runs"]:  # not NaN: the baseline runs' spread set the limit
+            return (f"{row['value']:.4g} > {row['limit']:.4g} = mean {row['spread_mean']:.4g} + {sigmas:g} "
+                    f"x spread {row['spread']:.4g} over {int(row['spread_runs'])} baseline runs")
         return f"{row['value']:.4g} > {regress_factor:g} x baseline {row['baseline_value']:.4g}"
     # the record's own words first: an error message, then the verdict's reason
     if row["error_new"] or row["reason_new"]:
