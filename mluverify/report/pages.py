@@ -128,6 +128,7 @@ def report_documents(tables: "RunTables", title: str, gate: "GateResult | None" 
         ("Summary per op x target x dtype", markdown_table(tables.summary) if len(tables.summary) else EMPTY_RUN + "\n"),
         ("Worst cases", markdown_table(tables.worst) if len(tables.worst) else "None.\n"),
         _listed("Waived cases", tables.waivers),
+        *_task_section(tables),
     ])
     sections = [("Run", html_facts(tables.overview.itertuples(index=False)))]
     sections += [("Pages", _html_links(pages))] if pages else []
@@ -139,7 +140,15 @@ def report_documents(tables: "RunTables", title: str, gate: "GateResult | None" 
          + html_table(tables.cases, CASES_TABLE, CASE_SPEC)),
     ]
     sections += parity_sections(tables.cases)
+    sections += [(heading, html_table(tables.tasks, "tasks")) for heading, _ in _task_section(tables)]
     return markdown, html_page(title, html_banner(text, tone, chips, lines), sections)
+
+
+def _task_section(tables: "RunTables") -> list[tuple[str, str]]:
+    """The task metrics' section (``tables.task_cases``), none when no case declared one."""
+    if tables.tasks is None or tables.tasks.empty:
+        return []
+    return [("Task metrics (value, reference, threshold, samples, error budget)", markdown_table(tables.tasks))]
 
 
 def _html_links(pages: Sequence[tuple[str, str]]) -> str:

@@ -33,7 +33,8 @@ WORST_COLUMNS = [
 CASE_COLUMNS = ["status", "case_id", "op", "target", "dtype", "shape", "metric", "value", "bound",
                 "headroom", "executed_as", "fallback_ops", "reason"]
 DETAIL_COLUMNS = [
-    "error", "waiver_reason", "waiver_until", "kind", "leaf", "worst", "rel_mse", "raw_rel_mse", "eps_zeroed", "rae", "rma", "max_abs", "max_rel",
+    "error", "waiver_reason", "waiver_until", "task_metric", "task_value", "task_reference", "task_threshold",
+    "task_samples", "kind", "leaf", "worst", "rel_mse", "raw_rel_mse", "eps_zeroed", "rae", "rma", "max_abs", "max_rel",
     "cosine", "sqnr_db", "ulp_max", "ulp_p99", "tolerance_metric", "tolerance_bound", "tolerance_source",
     "extra_metrics", "nan_mismatch", "op_on_cpu", "not_fused_reason", "device_impl", "backend",
     "mode", "core_version", "core_number", "quant", "device_error", "reference_error",
@@ -138,6 +139,8 @@ def case_list(frame: "pd.DataFrame") -> "pd.DataFrame":
 
 
 WAIVER_COLUMNS = ["status", "case_id", "target", "value", "bound", "waiver_reason", "waiver_until", "reason"]
+TASK_COLUMNS = ["status", "case_id", "target", "core_version", "dtype", "quant", "task_metric", "task_value",
+                "task_reference", "task_threshold", "task_samples", "task_alpha", "task_beta", "task_effect"]
 
 
 def waived_cases(frame: "pd.DataFrame") -> "pd.DataFrame":
@@ -145,6 +148,12 @@ def waived_cases(frame: "pd.DataFrame") -> "pd.DataFrame":
     and expiry beside the record's own reason, most severe first."""
     concerned = frame[frame["waiver_reason"].notna() | (frame["status"] == "waived")]
     return failures_first(concerned)[WAIVER_COLUMNS].reset_index(drop=True)
+
+
+def task_cases(frame: "pd.DataFrame") -> "pd.DataFrame":
+    """The comparisons that declared a task metric (``mluverify.core.task``): value, reference,
+    threshold, samples and error budget, most severe first."""
+    return failures_first(frame[frame["task_metric"].notna()])[TASK_COLUMNS].reset_index(drop=True)
 
 
 def case_outcomes(frame: "pd.DataFrame") -> "pd.DataFrame":
@@ -235,10 +244,11 @@ class RunTables:
     overview: "pd.DataFrame"
     waivers: "pd.DataFrame"
     completeness: RunCompleteness = RunCompleteness(True)
+    tasks: "pd.DataFrame | None" = None  # task_cases: None when not computed
 
 
 def run_tables(frame: "pd.DataFrame", metadata: Mapping[str, Any] | None = None, worst: int = 20) -> RunTables:
     """The tables of a run's report (see ``RunTables``)."""
     return RunTables(totals(frame), summarize(frame), pass_matrix(frame), error_points(frame),
                      case_list(frame), worst_cases(frame, worst), overview(frame, metadata or {}),
-                     waived_cases(frame), completeness_of(metadata or {}, frame))
+                     waived_cases(frame), completeness_of(metadata or {}, frame), task_cases(frame))

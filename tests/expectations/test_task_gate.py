@@ -144,6 +144,9 @@ def test_a_task_metric_below_its_threshold_fails_the_case_and_the_gate(pytester)
     assert (failing["status"], failing["task_value"], failing["task_samples"]) == ("failed", 35 / 40, 40)
     assert records.loc["test_task.py::test_agreement[flip:x]", "task_value"] == 35 / 40
     result.stdout.fnmatch_lines(["*failed: task accuracy 0.8750 < threshold 0.9000 over 40 samples: one-sided exact binomial test*"])
+    tasks = (run / "summary.md").read_text().split("## Task metrics", 1)[1].split("\n## ", 1)[0]
+    assert tasks.count("| failed |") == 2 and tasks.count("| passed |") == 1  # the too-few case has no task row
+    assert "| accuracy | 0.875 | 0.95 | 0.9 | 40 | 0.05 | 0.2 | 0.237 |" in tasks
     gate = (run / "gate.md").read_text()
     assert gate.count("task below threshold") == 2
     assert ("accuracy 0.8750 < threshold 0.9000 over 40 samples (reference 0.9500; one-sided exact binomial "
