@@ -6,14 +6,20 @@ of the plugins, as a verification session runs a case.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import os
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 DEFAULT_TARGETS = ("mlu:cnnl", "mlu:cnml")
 # Back ends whose ops run on a torch device the Dumper sees op by op (culprit ops, docs/fuzzing.md).
 DUMPABLE_BACKENDS = frozenset({"mlu"})
+# Their modes that run fused groups: FUSED_KERNEL_DEBUG, not the Dumper, sees into those.
+FUSED_MODES = frozenset({"cnml"})
+# A blamed group of more ops than this is not split further (each op costs one more build).
+MAX_SPLIT_GROUP = 8
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -133,14 +139,16 @@ class TargetRunner:
 
     def culprit(self, program: Any, inputs: Sequence[Any], target: str) -> str | None:
         """The first op whose own error breaks ``target``'s bound, by the Dumper's dump-diff of
-        the program's run there; None for a target the Dumper cannot see into (compiled or
-        exported graphs: ``cpu:inductor``, ``ort:cpu``), where no op is blamed (under the Dumper
-        ``mlu:cnml`` runs its ops one by one, not its fused groups, so a fused-only bug does not
-        show) or where the dumped run fails."""
+        the program's run there (on a fused mode: by its groups, ``group_culprit``); None for a
+        target the Dumper cannot see into (compiled or exported graphs: ``cpu:inductor``,
+        ``ort:cpu``), where no op is blamed or where the dumped run fails."""
         from mluverify.dump import Dumper, dump_diff
 
-        if self.registry.resolve(target)[0].backend not in DUMPABLE_BACKENDS:
+        resolved = self.registry.resolve(target)[0]
+        if resolved.backend not in DUMPABLE_BACKENDS:
             return None
+        if resolved.mode in FUSED_MODES:
+            return self.group_culprit(program, inputs, target)
         with tempfile.TemporaryDirectory() as scratch:
             try:
                 with Dumper(Path(scratch) / "dump", use_cpu=True) as dumper:
@@ -151,6 +159,67 @@ class TargetRunner:
             if diff.first_offender is None:
                 return None
             return str(diff.table.set_index("seq").loc[diff.first_offender, "op"])
+
+    def group_culprit(self, program: Any, inputs: Sequence[Any], target: str) -> str | None:
+        """On a fused mode: the first fused group whose outputs break the bound against the
+        group's own graph on the CPU, given the same inputs (``FUSED_KERNEL_DEBUG=cpu``: the
+        group's own error). Then each of its ops is run as a group alone (the others forced to
+        fall back, ``DEBUG_FORCED_FALLBACK_OPS``): the first that breaks the bound alone is
+        blamed, ``aten::sigmoid (fused)``; where none does, the wrong result needs the ops
+        together and the group is, ``fused(aten::transpose.int, aten::mm)``. None where no
+        group breaks the bound (a wrong op outside the groups, or a wrong dtype the float32
+        group reference cannot tell) or the run fails."""
+        try:
+            group = self._first_wrong_group(program, inputs, target)
+            if group is None:
+                return None
+            for op in dict.fromkeys(group) if len(group) <= MAX_SPLIT_GROUP else ():
+                alone = [other for other in group if other != op]
+                if not alone or self._first_wrong_group(program, inputs, target, alone) == (op,):
+                    return f"{op} (fused)"
+        except Exception:  # noqa: BLE001 (no blame is a signature by op sequence, not a failed campaign)
+            return None
+        return f"fused({', '.join(group)})"
+
+    def _first_wrong_group(self, program: Any, inputs: Sequence[Any], target: str,
+                           fallback: Sequence[str] = ()) -> tuple[str, ...] | None:
+        """The ops of the first group (in the order they ran) whose outputs break ``target``'s
+        bound against their FUSED_KERNEL_DEBUG reference; ``fallback``: ops kept out of groups."""
+        import pandas as pd
+        import torch
+
+        from mluverify.device.fusion.debug import INDEX_NAME
+        from mluverify.judge import compare, policy
+
+        forced = {"DEBUG_FORCED_FALLBACK_OPS": ",".join(fallback)} if fallback else {}
+        with tempfile.TemporaryDirectory() as scratch, \
+                _environment(FUSED_KERNEL_DEBUG="cpu", FUSED_KERNEL_DEBUG_DIR=scratch, **forced):
+            self(program, inputs, target)
+            index = Path(scratch) / INDEX_NAME
+            rows = pd.read_csv(index, keep_default_na=False).to_dict("records") if index.is_file() else []
+            for row in rows:
+                fused, reference = (torch.load(Path(scratch) / row[f"{side}_file"]) for side in ("fused", "reference"))
+                if fused.is_floating_point():  # the reference ran in float32 whatever the group's dtype
+                    fused, reference = fused.float(), reference.float()
+                if not compare(fused, reference, tolerance=policy(self.policy(target))).passed:
+                    return tuple(row["ops"].split())
+        return None
+
+
+@contextlib.contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """The fused engine's settings are environment variables read when a program is built:
+    set ``values`` for the block, then restore what was there."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _runner(args: argparse.Namespace):

@@ -64,3 +64,35 @@ def test_targets_the_dumper_cannot_see_keep_the_op_sequence():
     assert runner.culprit(*_program(["sigmoid", "neg"]), "cpu:inductor") is None
     assert signature("cpu:inductor", DEVIATION, ("sigmoid", "neg")) != signature(
         "cpu:inductor", DEVIATION, ("abs", "sigmoid", "exp"))
+
+
+class WrongFusedSigmoid:
+    """The device's fused-mode (cnml) sigmoid 10 % too large: rel_mse 0.1, past cnml's 0.02;
+    its op-by-op (cnnl) kernel is right."""
+
+    @hookimpl
+    def mluverify_device_kernels(self, registry):
+        registry.register("aten::sigmoid", lambda self: torch.sigmoid(self) * 1.1, mode="cnml")
+
+
+def test_on_the_fused_mode_the_wrong_op_is_found_inside_its_group(tmp_path):
+    """Both programs fuse whole (one group each, of other ops); run alone as a group, sigmoid
+    still breaks the bound and the other ops do not, so both blame sigmoid: one finding."""
+    with configured_plugin_manager([WrongFusedSigmoid()], entry_points=False):
+        runner = TargetRunner()
+        culprits = set()
+        for ops in (["sigmoid", "neg"], ["abs", "sigmoid", "exp"]):
+            program, inputs = _program(ops)
+            judgement = judge(program, inputs, "mlu:cnml", runner, runner.policy("mlu:cnml"))
+            assert judgement.kind == DEVIATION, judgement.reason
+            culprit = runner.culprit(program, inputs, "mlu:cnml")
+            culprits.add(culprit)
+            keep(tmp_path, Finding(judgement, program, tuple(inputs), culprit=culprit))
+        assert culprits == {"aten::sigmoid (fused)"}
+        assert runner.culprit(*_program(["sigmoid", "neg"]), "mlu:cnnl") is None  # cnnl's kernel is right
+    (finding,) = load_corpus(tmp_path)
+    assert finding.hits == 2 and finding.culprit == "aten::sigmoid (fused)"
+
+
+def test_a_correct_fused_mode_blames_no_group():
+    assert TargetRunner().culprit(*_program(["abs", "sigmoid", "exp"]), "mlu:cnml") is None

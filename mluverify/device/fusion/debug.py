@@ -4,13 +4,14 @@ For group ``MLUFusionGroup{i}`` and output ``j`` the directory gets ``mmouttenso
 (the fused result) and ``cpu_jitouttensor_<group>_<j>`` (the group's unfused graph on the CPU in
 float32) or ``catch_cnnl_jitouttensor_<group>_<j>`` (the unfused graph op by op on the device),
 each loadable with ``torch.load``, plus ``fused_kernel_debug_index.csv`` with one row per output
-and its rel_mse against the reference.
+(in the order the groups ran), the group's ops and the output's rel_mse against the reference.
 """
 from __future__ import annotations
 
 import os
 import tempfile
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
@@ -42,8 +43,10 @@ class DebugWriter:
         self.reference = reference
         self._rows: dict[tuple[str, int], dict] = {}
 
-    def save(self, group: str, fused: list[torch.Tensor], expected: list[torch.Tensor]) -> None:
-        """Save a group's fused outputs and their references; rewrite the index."""
+    def save(self, group: str, fused: list[torch.Tensor], expected: list[torch.Tensor],
+             ops: Sequence[str] = ()) -> None:
+        """Save a group's fused outputs and their references (``ops``: the group's op names);
+        rewrite the index."""
         from mluverify.judge import metrics
 
         for j, (actual, reference) in enumerate(zip(fused, expected)):
@@ -52,7 +55,7 @@ class DebugWriter:
             self._write(fused_file, actual)
             self._write(reference_file, reference)
             self._rows[group, j] = {
-                "group": group, "output": j, "shape": "x".join(map(str, actual.shape)),
+                "group": group, "ops": " ".join(ops), "output": j, "shape": "x".join(map(str, actual.shape)),
                 "dtype": str(actual.dtype).removeprefix("torch."), "fused_file": fused_file,
                 "reference_file": reference_file, "reference": self.reference,
                 "rel_mse": metrics(actual, reference)["rel_mse"],

@@ -62,7 +62,7 @@ class FusedGroup(nn.Module):
 
     def _save_debug(self, inputs: tuple, outputs: object) -> None:
         expected = self.reference_outputs(inputs, self.debug.reference)
-        self.debug.save(self.name, _cpu_leaves(outputs), _cpu_leaves(expected))
+        self.debug.save(self.name, _cpu_leaves(outputs), _cpu_leaves(expected), self.ops)
 
 
 def _adopt(output: torch.Tensor, borrowed: set[int]) -> torch.Tensor:
