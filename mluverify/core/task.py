@@ -4,11 +4,10 @@ A task metric judges what users of a model care about, beside the output error: 
 (the share of samples whose top-1 class is the true label) or ``top1_agreement`` (the share
 whose top-1 class on the target is the CPU's). Its reference is registered per model x dtype x
 quantization in a TOML file (as TensorRT-LLM registers its accuracy references per model and
-accuracy specification), with the error budget its gate is sized from
-(``mluverify.judge.task_threshold``)::
+accuracy specification), one table per model and metric, with the error budget its gate is
+sized from (``mluverify.judge.task_threshold``)::
 
-    [digits_cnn]
-    metric = "accuracy"
+    [digits_cnn.accuracy]
     budget = { alpha = 0.05, beta = 0.2, effect_share = 0.02 }
     references = { float32 = 0.9733, "float32:int8" = 0.9711 }   # "dtype" or "dtype:quant"
 
@@ -91,10 +90,10 @@ class TaskResult:
 
 @dataclass(frozen=True)
 class TaskReferences:
-    """The references of one file: model -> (metric, budget, dtype[:quant] -> reference)."""
+    """The references of one file: (model, metric) -> (budget, dtype[:quant] -> reference)."""
 
     path: Path
-    models: Mapping[str, tuple[str, TaskBudget, Mapping[str, float]]]
+    entries: Mapping[tuple[str, str], tuple[TaskBudget, Mapping[str, float]]]
 
     @classmethod
     def load(cls, path: Path) -> "TaskReferences":
@@ -103,29 +102,36 @@ class TaskReferences:
             table = tomllib.loads(Path(path).read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError(f"task references {path}: {exc}") from None
-        return cls(Path(path), {model: _model_entry(path, model, entry) for model, entry in table.items()})
+        entries = {}
+        for model, metrics in table.items():
+            if not isinstance(metrics, dict):
+                raise ConfigError(f"task references {path}: [{model}] must hold one table per metric")
+            for metric, entry in metrics.items():
+                entries[model, metric] = _entry(path, f"{model}.{metric}", metric, entry)
+        return cls(Path(path), entries)
 
-    def task(self, model: str, dtype: str = "float32", quant: str = "", *, labels: Any = None,
-             budget: TaskBudget | None = None) -> Task:
-        """The task of ``model`` for a case in ``dtype`` / ``quant`` (``budget``: overrides the file's)."""
-        if model not in self.models:
-            raise ConfigError(f"task references {self.path}: no model {model!r}; models: {', '.join(sorted(self.models))}")
-        metric, stated, references = self.models[model]
+    def task(self, model: str, dtype: str = "float32", quant: str = "", *, metric: str = "accuracy",
+             labels: Any = None, budget: TaskBudget | None = None) -> Task:
+        """The task ``metric`` of ``model`` for a case in ``dtype`` / ``quant`` (``budget``:
+        overrides the file's)."""
+        if (model, metric) not in self.entries:
+            known = ", ".join(f"{m}.{k}" for m, k in sorted(self.entries))
+            raise ConfigError(f"task references {self.path}: no [{model}.{metric}]; registered: {known}")
+        stated, references = self.entries[model, metric]
         key = f"{dtype}:{quant}" if quant else dtype
         if key not in references or "float32" not in references:
             missing = key if key not in references else "float32"
-            raise ConfigError(f"task references {self.path}: [{model}] has no reference {missing!r}; "
+            raise ConfigError(f"task references {self.path}: [{model}.{metric}] has no reference {missing!r}; "
                               f"registered: {', '.join(sorted(references))}")
         return Task(metric, references[key], references["float32"], labels, budget or stated, model)
 
 
-def _model_entry(path: Path, model: str, entry: Any) -> tuple[str, TaskBudget, dict[str, float]]:
-    where = f"task references {path}: [{model}]"
-    if not isinstance(entry, dict) or set(entry) - {"metric", "budget", "references"}:
-        raise ConfigError(f"{where} must be a table of metric, budget and references")
-    metric = entry.get("metric", "accuracy")
+def _entry(path: Path, name: str, metric: str, entry: Any) -> tuple[TaskBudget, dict[str, float]]:
+    where = f"task references {path}: [{name}]"
     if metric not in TASK_METRICS:
         raise ConfigError(f"{where}: metric {metric!r} is unknown; valid: {', '.join(TASK_METRICS)}")
+    if not isinstance(entry, dict) or set(entry) - {"budget", "references"}:
+        raise ConfigError(f"{where} must be a table of budget and references")
     references = entry.get("references", {})
     bad = {key: value for key, value in references.items()
            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1}
@@ -135,4 +141,4 @@ def _model_entry(path: Path, model: str, entry: Any) -> tuple[str, TaskBudget, d
         budget = replace(TaskBudget(), **entry.get("budget", {}))
     except (TypeError, InvalidArgument) as exc:
         raise ConfigError(f"{where}: budget: {exc}") from None
-    return metric, budget, {key: float(value) for key, value in references.items()}
+    return budget, {key: float(value) for key, value in references.items()}

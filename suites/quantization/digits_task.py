@@ -11,9 +11,10 @@ image for testing (899 test images, 898 for training); Adam (learning rate 5e-3,
 8 epochs, seed 0) on one thread makes the same weights on any machine with the pinned torch.
 
 ``python suites/quantization/digits_task.py`` measures the references registered in
-``task_references.toml``: the float32 network's accuracy on the CPU, and each quantized
-network's (the seeds' calibrate -> checkpoint -> load flow) on the emulated MLU (``mlu``,
-layer by layer), where its int8 / int16 arithmetic runs.
+``task_references.toml``: the float32 network's accuracy on the CPU, each quantized network's
+(the seeds' calibrate -> checkpoint -> load flow) on the emulated MLU (``mlu``, layer by layer),
+where its int8 / int16 arithmetic runs, and every precision's top-1 agreement with the CPU on
+the emulated MLU, the lowest over its core versions.
 """
 from __future__ import annotations
 
@@ -107,22 +108,28 @@ def deployed(net: nn.Module, calibration: torch.Tensor, quant: str) -> nn.Module
     return runnable.eval()
 
 
-def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, device: str = "cpu") -> float:
+def top1(model: nn.Module, images: torch.Tensor, device: str = "cpu") -> torch.Tensor:
     with torch.no_grad(), one_thread():
-        predicted = copy.deepcopy(model).to(device)(images.to(device)).cpu().argmax(1)
-    return float((predicted == labels).float().mean())
+        return copy.deepcopy(model).to(device)(images.to(device)).cpu().argmax(1)
 
 
 def main() -> None:
-    import mluverify.device  # noqa: F401  (registers "mlu")
+    import mluverify.device.mlu_model as ct  # registers "mlu"
 
     train_images, train_labels, test_images, test_labels = digits()
     net = trained_net(train_images, train_labels)
+    on_cpu = top1(net, test_images)
     print(f"[{MODEL}] {len(test_images)} test images")
-    print(f"float32 (CPU): {accuracy(net, test_images, test_labels):.4f}")
-    for quant in ("int8", "int16"):
-        runnable = deployed(net, train_images, quant)
-        print(f"float32:{quant} (mlu, cnnl): {accuracy(runnable, test_images, test_labels, 'mlu'):.4f}")
+    print(f"accuracy float32 (CPU): {float((on_cpu == test_labels).float().mean()):.4f}")
+    for quant in ("", "int8", "int16"):
+        runnable, key = deployed(net, train_images, quant), f"float32:{quant}" if quant else "float32"
+        on_mlu = {}
+        for core in ("MLU270", "MLU370"):
+            ct.set_core_version(core)
+            on_mlu[core] = top1(runnable, test_images, "mlu")
+        for core, top in on_mlu.items():
+            print(f"{key} on mlu (cnnl, {core}): accuracy {float(top.eq(test_labels).float().mean()):.4f}, "
+                  f"top-1 agreement with the CPU {float(top.eq(on_cpu).float().mean()):.4f}")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
-"""The seeds' MNIST flow judged by the result users care about: accuracy on a data set.
+"""The seeds' MNIST flow judged by the results users care about: accuracy on a data set, and
+top-1 agreement with the CPU.
 
 The seeds' MNIST ``Net`` is trained briefly on scikit-learn's digits (``digits_task.py``), then
 run as the quickstart runs it (float32, and int8 / int16 through calibrate -> checkpoint ->
 load) on the emulated MLU over the 899 test images. Each case judges the output against the CPU
-as usual and its accuracy against the reference registered for its dtype x quantization
+as usual, and its task metric against the reference registered for its dtype x quantization
 (``task_references.toml``): below the threshold that file's error budget gives for 899 samples,
 the case fails (``mluverify.core.task``).
 """
@@ -27,12 +28,14 @@ def trained():
 
 
 @pytest.mark.mlu_targets("mlu:cnnl")
+@pytest.mark.parametrize("metric", ("accuracy", "top1_agreement"))
 @pytest.mark.parametrize("dtype, quant", PRECISIONS, ids=[f"{d}-{q or 'float'}" for d, q in PRECISIONS])
-def test_digits_accuracy(verify, trained, dtype: str, quant: str) -> None:
+def test_digits_task(verify, trained, dtype: str, quant: str, metric: str) -> None:
     net, train_images, test_images, test_labels = trained
     with one_thread():
         runnable = deployed(net, train_images, quant)
-    task = TaskReferences.load(REFERENCES).task(MODEL, dtype, quant, labels=test_labels)
+    labels = test_labels if metric == "accuracy" else None  # agreement: the CPU's top-1 is the label
+    task = TaskReferences.load(REFERENCES).task(MODEL, dtype, quant, metric=metric, labels=labels)
     with one_thread():
         verify(runnable, test_images, op=MODEL, dtype=dtype, quant=quant, tolerance=QUANT_BOUNDS[quant], seed=0,
                task=task)

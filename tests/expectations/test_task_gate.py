@@ -56,8 +56,7 @@ def test_a_budget_outside_zero_one_is_refused(budget, culprit):
 
 
 REFERENCES = """
-[net]
-metric = "accuracy"
+[net.accuracy]
 budget = { alpha = 0.05, beta = 0.2, effect_share = 0.25 }
 references = { float32 = 0.95, "float32:int8" = 0.94 }
 """
@@ -69,10 +68,16 @@ def test_references_are_looked_up_per_dtype_and_quantization(tmp_path):
     references = TaskReferences.load(path)
     task = references.task("net", "float32", "int8", labels=[0, 1])
     assert (task.reference, task.float32_reference, task.budget.effect_share) == (0.94, 0.95, 0.25)
-    with pytest.raises(ConfigError, match=r"references.toml: \[net\] has no reference 'float16'; registered: float32, float32:int8"):
+    with pytest.raises(ConfigError, match=r"references.toml: \[net.accuracy\] has no reference 'float16'; "
+                                          r"registered: float32, float32:int8"):
         references.task("net", "float16", labels=[0])
+    with pytest.raises(ConfigError, match=r"no \[net.top1_agreement\]; registered: net.accuracy"):
+        references.task("net", metric="top1_agreement")
     path.write_text(REFERENCES.replace("0.94", "94"))
-    with pytest.raises(ConfigError, match=r"\[net\]: references must map dtype\[:quant\] to a share in \(0, 1\]"):
+    with pytest.raises(ConfigError, match=r"\[net.accuracy\]: references must map dtype\[:quant\] to a share in \(0, 1\]"):
+        TaskReferences.load(path)
+    path.write_text(REFERENCES.replace("net.accuracy", "net.recall"))
+    with pytest.raises(ConfigError, match=r"\[net.recall\]: metric 'recall' is unknown; valid: accuracy, top1_agreement"):
         TaskReferences.load(path)
 
 
