@@ -30,6 +30,11 @@ NODE_TRIES = 4
 # Each node beyond the minimum follows with odds MORE_ODDS : 1 (about 8 ops a program).
 MORE_ODDS = 7
 VALUE_RANGE = 3.0
+# Decimal fractions that no binary float holds exactly: quotients of them land just beside an
+# integer (1.0 // 0.1 is 9, floor(1.0 / 0.1) is 10), products and sums round at ties, equal
+# values tie in argmax and sort. Drawn beside arbitrary floats.
+# Held as the float32 nearest to each (what an array of that dtype keeps).
+DECIMALS = tuple(float(np.float32(v)) for v in (0.1, 0.2, 0.3, 0.6, 0.7, 1.1, 2.3, -0.1, -0.3, -0.7, 0.5, 1.0))
 
 
 def _input_shape(min_rank: int = 1) -> st.SearchStrategy[tuple[int, ...]]:
@@ -174,10 +179,12 @@ def programs(draw, ops: Sequence[OpSpec] = OPS, min_ops: int = MIN_OPS, max_ops:
 
 
 def input_values(program: Program) -> st.SearchStrategy[list]:
-    """float32 tensors for the program's inputs, each element drawn (so values shrink)."""
+    """float32 tensors for the program's inputs, each element drawn (so values shrink): any
+    float in range or one of ``DECIMALS``."""
     import torch
 
-    elements = st.floats(-VALUE_RANGE, VALUE_RANGE, width=32, allow_subnormal=False)
+    elements = st.one_of(st.floats(-VALUE_RANGE, VALUE_RANGE, width=32, allow_subnormal=False),
+                         st.sampled_from(DECIMALS))
     arrays = [hnp.arrays(np.float32, shape, elements=elements, fill=st.nothing()) for shape in program.inputs]
     return st.tuples(*arrays).map(lambda drawn: [torch.from_numpy(a.copy()) for a in drawn])
 

@@ -4,7 +4,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 from mluverify.errors import InvalidArgument
-from mluverify.fuzz.generate import MAX_INPUTS, MAX_OPS, finite_cases
+from mluverify.fuzz.generate import DECIMALS, MAX_INPUTS, MAX_OPS, finite_cases
 from mluverify.fuzz.ops import FAMILIES, OPS, op_set
 from mluverify.fuzz.program import Node, Program, run
 
@@ -45,3 +45,11 @@ def test_in_place_ops_leave_the_callers_inputs_alone():
     (out,) = run(program, [x])
     assert torch.equal(x, before)
     assert torch.equal(out, torch.relu(before) * 2)
+
+
+def test_decimal_inputs_put_quotients_beside_an_integer():
+    """Drawn beside arbitrary floats: float32(1.0) / float32(0.1) is 9.99999985 exactly, which
+    floor division keeps at 9 while the rounded quotient is 10.0."""
+    one, tenth = (torch.tensor([v], dtype=torch.float32) for v in (1.0, 0.1))
+    assert {1.0, float(tenth)} <= set(DECIMALS)
+    assert torch.floor_divide(one, tenth).item() == 9.0 and torch.floor(one / tenth).item() == 10.0
