@@ -1,8 +1,7 @@
 """Which knobs to try first: each layer's and each op's **own** error, not the error it inherits.
 
-* A layer's own quantization error: the quantized layer run on ``mlu`` on the very input the
-  float layer saw on the CPU, against the float layer's output (rel_mse, as ``layer_errors``
-  scores a layer, but without the error accumulated upstream).
+* A layer's quantization error at the output: the float model on the CPU with that one layer
+  quantized on ``mlu`` (rel_mse of the model's output, as a trial judges it).
 * An op's own fused-mode error: the deployed model run op by op on ``mlu`` with every op on its
   fused-mode (``cnml``) kernel, dumped with ``Dumper(use_cpu=True)``; ``dump_diff``'s
   ``own_value`` per op (the device op against the CPU on the same inputs), worst per op name.
@@ -17,43 +16,33 @@ from typing import Any, Sequence
 import torch
 import torch.nn as nn
 
-from mluverify.judge import rel_mse
+from mluverify.judge import compare
 from mluverify.tune._inference import Deployment, InferenceProblem, deploy
+from mluverify.tune._search import judged
 
 
-def layer_own_errors(problem: InferenceProblem, layers: Sequence[str]) -> dict[str, float]:
-    """Layer name -> its own rel_mse when quantized alone (int8 everywhere, as deployed)."""
-    seen = _float_layer_io(problem.model, layers, problem.args)
+def layer_output_errors(problem: InferenceProblem, layers: Sequence[str]) -> dict[str, float]:
+    """Layer name -> the model output's error when that layer alone runs quantized on ``mlu``.
+
+    The float model runs on the CPU with one layer's output replaced by its quantized twin's
+    (int8 as deployed, on ``mlu``, fed the float layer's own input), so the score is the layer's
+    own quantization error as the output sees it: amplified or damped by what follows, never
+    inherited from upstream layers (``layer_errors`` scores include that)."""
     quantized = deploy(problem.model, problem.calibration, Deployment(), problem.dtype).to("mlu")
-    errors = {}
-    with torch.no_grad():
-        for name in layers:
-            if name not in seen:  # never called on this input
-                continue
-            layer_input, expected = seen[name]
-            actual = quantized.get_submodule(name)(layer_input.to("mlu")).to("cpu")
-            errors[name] = rel_mse(actual.double().numpy().ravel(), expected.double().numpy().ravel())
-    return errors
+    return {name: _output_error(problem, name, quantized.get_submodule(name)) for name in layers}
 
 
-def _float_layer_io(model: nn.Module, layers: Sequence[str], args: tuple) -> dict[str, tuple]:
-    """Each layer's first input and output in a CPU float pass."""
-    seen: dict[str, tuple] = {}
+def _output_error(problem: InferenceProblem, name: str, device_layer: nn.Module) -> float:
+    def on_device(module, inputs, output):
+        return device_layer(*(a.to("mlu") if isinstance(a, torch.Tensor) else a for a in inputs)).to("cpu")
 
-    def hook_for(name: str):
-        def keep(module, inputs, output):
-            if name not in seen and isinstance(output, torch.Tensor):
-                seen[name] = (inputs[0].detach().clone(), output.detach().clone())
-        return keep
-
-    handles = [model.get_submodule(name).register_forward_hook(hook_for(name)) for name in layers]
+    handle = problem.model.get_submodule(name).register_forward_hook(on_device)
     try:
         with torch.no_grad():
-            model(*args)
+            output = problem.model(*problem.args)
     finally:
-        for handle in handles:
-            handle.remove()
-    return seen
+        handle.remove()
+    return judged(compare(output, problem.reference, mode="cnml", tolerance=problem.bound), problem.bound).metric
 
 
 def op_own_errors(problem: InferenceProblem, ops: Sequence[str]) -> dict[str, float]:
@@ -86,6 +75,6 @@ def _number(value: Any) -> float:
 
 def attribution_scores(problem: InferenceProblem, layers: Sequence[str], ops: Sequence[str]) -> dict[str, float]:
     """Knob key -> own error, for the attribution-ordered search."""
-    scores = {f"layer:{name}": error for name, error in layer_own_errors(problem, layers).items()}
+    scores = {f"layer:{name}": error for name, error in layer_output_errors(problem, layers).items()}
     scores.update({f"op:{op}": error for op, error in op_own_errors(problem, ops).items()})
     return scores

@@ -15,7 +15,7 @@ import torch.nn as nn
 from mluverify.device.quantization import default_mapping, quantize_dynamic_mlu
 from mluverify.errors import InvalidArgument
 from mluverify.judge import compare
-from mluverify.tune._search import Config, Knob, Outcome
+from mluverify.tune._search import Config, Knob, Outcome, judged
 
 PRECISION_LADDER = ("int8", "int16", "float")
 FUSION_LADDER = ("fused", "cnnl")
@@ -168,4 +168,4 @@ class InferenceProblem:
         runnable = deploy(self.model, self.calibration, deployment, self.dtype)
         output = run_on_device(runnable, self.args, self.mode, deployment.fallback_ops)
         verdict = compare(output, self.reference, mode="cnml", tolerance=self.bound)
-        return Outcome(float(verdict.value), bool(verdict.passed))
+        return judged(verdict, self.bound)

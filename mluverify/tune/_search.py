@@ -11,17 +11,19 @@ counted twice). Every strategy spends at most ``budget`` trials and starts alike
    setting meets it (the best found is reported); else the level that passed is the rung
    changes are made at.
 
-Then ``attribution`` tries knobs ranked by their own error (largest first), gallops and
-bisects the smallest passing prefix, and prunes every change not needed; ``bisection``
+Then ``attribution`` ranks knobs by their error (largest first), raises as many top-ranked
+ones as the scores predict are needed, gallops and bisects the smallest passing prefix, and
+prunes every change not needed; ``bisection``
 (Polygraphy's ``debug precision``) bisects the model-order prefix, then its start, with no
 ranking and no pruning; ``greedy`` (Neural Compressor's fallback) raises knobs one at a time in
 model order until the bound holds.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from mluverify.errors import InvalidArgument
 
@@ -82,6 +84,16 @@ class SearchResult:
     bound: float
     trials: list[Trial] = field(default_factory=list)
     seconds: float = 0.0
+
+
+def judged(verdict: Any, bound: float) -> Outcome:
+    """A judge's verdict as an outcome. A rel_mse Cambricon's eps rule zeroed (an output of
+    near-zero energy, e.g. a randomly initialised MobileNetV3's ~1e-9 logits) says nothing about
+    which layer to change: the raw rel_mse is used instead."""
+    if verdict.eps_zeroed:
+        raw = float(verdict.diagnostics["raw_rel_mse"])
+        return Outcome(raw, raw <= bound)
+    return Outcome(float(verdict.value), bool(verdict.passed))
 
 
 class BudgetSpent(Exception):
@@ -150,8 +162,6 @@ def search(strategy: str, knobs: Sequence[Knob], evaluate: Callable[[Config], Ou
         status = _prelude_and_search(strategy, trials, list(knobs), dict(start or {}), scores or {})
     except BudgetSpent:
         status = BUDGET_SPENT
-    if not trials.cache:
-        raise InvalidArgument("the trial budget allows no trial")
     config, outcome = trials.best()
     if status == WITHIN_BOUND:
         config, outcome = {}, trials.cache[frozenset()]
@@ -184,8 +194,9 @@ def _prelude_and_search(strategy: str, trials: Trials, knobs: list[Knob], start:
 
 
 def _passing_level(trials: Trials, knobs: list[Knob], start: Config) -> int | None:
-    """The lowest rung at which raising every knob meets the bound (None: not even the top)."""
-    top = max(len(knob.ladder) for knob in knobs) - 1
+    """The lowest rung at which raising every knob meets the bound (None: not even the top, or
+    nothing to raise)."""
+    top = max((len(knob.ladder) for knob in knobs), default=1) - 1
     for level in range(1, top + 1):
         if trials.run(raised(knobs, level, start), f"all at rung {level}"):
             return level
@@ -216,10 +227,17 @@ def _attribution(trials: Trials, knobs: list[Knob], start: Config, level: int, s
                  ) -> None:
     """Rank by own error, find the smallest passing top-k, prune, then lower rungs."""
     ranked = sorted(knobs, key=lambda knob: -scores.get(knob.key, 0.0))  # stable: model order on ties
-    # Knobs whose own error alone breaks the bound: the first cut to try.
-    breaking = sum(1 for knob in ranked if scores.get(knob.key, 0.0) > trials.bound)
-    k = _smallest_passing_prefix(trials, ranked, level, start, breaking, "ranked prefix")
+    k = _smallest_passing_prefix(trials, ranked, level, start, _predicted_cut(ranked, scores, trials.bound),
+                                 "ranked prefix")
     _prune(trials, raised(ranked[:k], level, start), scores)
+
+
+def _predicted_cut(ranked: list[Knob], scores: Mapping[str, float], bound: float) -> int:
+    """The fewest top-ranked knobs to raise for the rest's error to be within ``bound``,
+    predicted from the scores: independent errors add in energy (rel_mse is a square root), so
+    the rest's ``sqrt(sum(score**2))`` must be within it. At least one."""
+    energies = [scores.get(knob.key, 0.0) ** 2 for knob in ranked]
+    return next((k for k in range(1, len(ranked) + 1) if math.sqrt(sum(energies[k:])) <= bound), len(ranked))
 
 
 def _prune(trials: Trials, config: Config, scores: Mapping[str, float]) -> dict[str, int]:

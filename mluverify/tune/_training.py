@@ -13,7 +13,7 @@ from mluverify.device.quantization import adaptive_quantize
 from mluverify.device.quantization._adaptive import ADAPTIVE_MAPPING
 from mluverify.judge import compare, rel_mse
 from mluverify.tune._inference import as_args
-from mluverify.tune._search import Knob, Outcome
+from mluverify.tune._search import Knob, Outcome, judged
 
 BITS_LADDER = (8, 16, 31)
 
@@ -28,7 +28,9 @@ def with_bits(model: nn.Module, steps_per_epoch: int, bits: Mapping[str, int], b
         parent, _, child = name.rpartition(".")
         holder = model.get_submodule(parent)
         setattr(holder, child, adaptive_quantize(getattr(holder, child), steps_per_epoch, bitwidth=layer_bits))
-    return adaptive_quantize(model, steps_per_epoch, bitwidth=bitwidth, inplace=True)
+    if any(type(module) in ADAPTIVE_MAPPING for module in model.modules()):  # else: all kept, nothing left
+        model = adaptive_quantize(model, steps_per_epoch, bitwidth=bitwidth, inplace=True)
+    return model
 
 
 def _gradients(model: nn.Module, args: tuple, target: Any, loss: Callable, device: str) -> dict[str, torch.Tensor]:
@@ -67,7 +69,7 @@ class TrainingProblem:
 
     def outcome(self, bits: Mapping[str, int]) -> Outcome:
         verdict = compare(self.device_gradients(bits), self.reference, mode="cnml", tolerance=self.bound)
-        return Outcome(float(verdict.value), bool(verdict.passed))
+        return judged(verdict, self.bound)
 
     def scores(self) -> dict[str, float]:
         """Knob key -> the worst rel_mse of the layer's own parameters' gradients in the all-8-bit

@@ -24,16 +24,26 @@ def test_the_written_answer_reproduces_the_passing_run_in_a_fresh_process(tmp_pa
     assert (out / "fallback.env").read_text() == "DEBUG_FORCED_FALLBACK_OPS=\n"
     page = (out / "tune.html").read_text()
     assert "ranked prefix" in page and "within bound" in page
-    # the same generated case with the untuned qconfig (every layer int8) must fail: the case can fail
-    untuned = tmp_path / "untuned"
-    shutil.copytree(out, untuned)
-    (untuned / "qconfig.json").write_text(json.dumps({"layers": {}, "iteration": 2}))
-    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", "--import-mode=importlib",
-                          str(out / "test_tuned.py"), str(untuned / "test_tuned.py")],
+    training = tmp_path / "training"
+    assert main(["tune", str(TOY_SCRIPT), "--mode", "training", "--out", str(training), "--budget", "12"]) == 0
+    assert json.loads((training / "bits.json").read_text())["layers"]  # 8 bits everywhere breaks the bound
+    # the same generated cases with the untuned settings (every layer int8 / 8 bits) must fail
+    untuned = _untuned(out, tmp_path / "untuned", "qconfig.json", {"layers": {}, "iteration": 2})
+    untuned_training = _untuned(training, tmp_path / "untuned_training", "bits.json",
+                                {"bitwidth": 8, "steps_per_epoch": 1, "layers": {}})
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
+                          "--import-mode=importlib", *(str(d / "test_tuned.py") for d in
+                                                       (out, training, untuned, untuned_training))],
                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert "1 failed, 1 passed" in ran.stdout, ran.stdout[-3000:]
-    assert "PASSED tuned/test_tuned.py" in ran.stdout
-    assert "FAILED untuned/test_tuned.py" in ran.stdout
+    assert "2 failed, 2 passed" in ran.stdout, ran.stdout[-3000:]
+    assert "PASSED tuned/test_tuned.py" in ran.stdout and "PASSED training/test_tuned.py" in ran.stdout
+    assert "FAILED untuned/test_tuned.py" in ran.stdout and "FAILED untuned_training/test_tuned.py" in ran.stdout
+
+
+def _untuned(tuned, directory, name, setting):
+    shutil.copytree(tuned, directory)
+    (directory / name).write_text(json.dumps(setting))
+    return directory
 
 
 @pytest.mark.parametrize("arguments, message", [

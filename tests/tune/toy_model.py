@@ -5,11 +5,12 @@ its step, 300 / 127 ~ 2.4, exceeds the other channels' whole range (~1), which a
 0, so each of the two layers alone breaks the 2 % bound; int16 (step 300 / 32767 ~ 0.009) keeps
 them. Every other layer sees inputs of range ~1, whose int8 error is far below the bound.
 
-Defines what ``mluverify tune`` reads from a model script."""
+Defines what ``mluverify tune`` reads from a model script (training too: ``train_inputs``, ``loss``)."""
 from collections import OrderedDict
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 PLANTED = ("fc2", "fc4")
 FACTOR = 300.0
@@ -50,3 +51,11 @@ def calibration_inputs():
 
 def eval_inputs():
     return torch.randn(16, WIDTH, generator=torch.Generator().manual_seed(2))
+
+
+def train_inputs():
+    return eval_inputs(), torch.randint(0, WIDTH, (16,), generator=torch.Generator().manual_seed(3))
+
+
+def loss(output, target):
+    return F.cross_entropy(output, target)
