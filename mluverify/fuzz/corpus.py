@@ -177,9 +177,13 @@ def rel_mse(actual, expected):
 
 def wrong(actual, reference, golden):
     """Why the target's output is wrong ("" if it is not): another shape or dtype than the CPU's,
-    or an error against float64 beyond twice the CPU's own plus 1e-3 (the golden rule, simplified)."""
+    an integer or bool element other than the CPU's (exact), or an error against float64 beyond
+    twice the CPU's own plus 1e-3 (the golden rule, simplified)."""
     if actual.shape != reference.shape or actual.dtype != reference.dtype:
         return f"{{tuple(actual.shape)}} {{actual.dtype}} instead of {{tuple(reference.shape)}} {{reference.dtype}}"
+    if not reference.is_floating_point():
+        differ = int((actual != reference).sum())
+        return f"{{differ}} of {{reference.numel()}} elements differ from the CPU's (exact)" if differ else ""
     if rel_mse(actual, golden) > 2 * rel_mse(reference, golden) + 1e-3:
         return f"rel_mse {{rel_mse(actual, golden):.3g}} against float64, the CPU's {{rel_mse(reference, golden):.3g}}"
     return ""

@@ -91,6 +91,11 @@ def test_the_standalone_script_exits_1_on_a_mismatch(tmp_path, monkeypatch):
     assert wrong(reference, reference, golden) == ""
     assert "float16" in wrong(reference.half(), reference, golden)
     assert "rel_mse" in wrong(reference * 1.1, reference, golden)
+    integers = torch.tensor([44, -119, -106], dtype=torch.int8)
+    off = integers.clone()
+    off[2] += 1  # rel_mse 1e-4 against the values: only exactness tells
+    assert wrong(integers.clone(), integers, integers.double()) == ""
+    assert wrong(off, integers, integers.double()) == "1 of 3 elements differ from the CPU's (exact)"
 
 
 def test_the_same_finding_kept_twice_is_one_file_with_two_hits(tmp_path):
