@@ -25,6 +25,9 @@ from mluverify.errors import ConfigError, InvalidArgument
 from mluverify.judge import TASK_METRICS, TaskBudget, TaskThreshold, task_threshold
 
 
+BUDGET_KEYS = ("alpha", "beta", "effect_share")
+
+
 @dataclass(frozen=True)
 class Task:
     """A case's task metric: ``metric`` (one of ``TASK_METRICS``), its ``reference`` for the
@@ -137,8 +140,11 @@ def _entry(path: Path, name: str, metric: str, entry: Any) -> tuple[TaskBudget, 
            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1}
     if bad or not references:
         raise ConfigError(f"{where}: references must map dtype[:quant] to a share in (0, 1], got {bad or references!r}")
+    stated = entry.get("budget", {})
+    if not isinstance(stated, dict) or set(stated) - set(BUDGET_KEYS):
+        raise ConfigError(f"{where}: budget must be a table of {', '.join(BUDGET_KEYS)}, got {stated!r}")
     try:
-        budget = replace(TaskBudget(), **entry.get("budget", {}))
+        budget = replace(TaskBudget(), **stated)
     except (TypeError, InvalidArgument) as exc:
         raise ConfigError(f"{where}: budget: {exc}") from None
     return budget, {key: float(value) for key, value in references.items()}

@@ -76,6 +76,9 @@ def test_references_are_looked_up_per_dtype_and_quantization(tmp_path):
     path.write_text(REFERENCES.replace("0.94", "94"))
     with pytest.raises(ConfigError, match=r"\[net.accuracy\]: references must map dtype\[:quant\] to a share in \(0, 1\]"):
         TaskReferences.load(path)
+    path.write_text(REFERENCES.replace("alpha = 0.05", "size = 0.05"))
+    with pytest.raises(ConfigError, match=r"\[net.accuracy\]: budget must be a table of alpha, beta, effect_share"):
+        TaskReferences.load(path)
     path.write_text(REFERENCES.replace("net.accuracy", "net.recall"))
     with pytest.raises(ConfigError, match=r"\[net.recall\]: metric 'recall' is unknown; valid: accuracy, top1_agreement"):
         TaskReferences.load(path)
