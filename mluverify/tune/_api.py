@@ -115,13 +115,13 @@ def tune_inference(model: nn.Module, calibration: Sequence[Any], inputs: Any, *,
     problem = InferenceProblem(model, calibration, inputs, bound=bound, dtype=dtype, mode=mode)
     knobs = problem.knobs()
     start_config = _start_config(start, knobs)
-    scores, seconds = _timed_scores(strategy, lambda: _inference_scores(problem, knobs))
+    attribution = _Attribution(strategy, lambda: _inference_scores(problem, knobs))
     by_key = {knob.key: knob for knob in knobs}
     result = search(strategy, knobs, lambda config: problem.outcome(
-        Deployment.from_changes(problem.changes(config, by_key))), bound=bound, budget=budget, scores=scores,
-        start=start_config)
+        Deployment.from_changes(problem.changes(config, by_key))), bound=bound, budget=budget,
+        attribute=attribution, start=start_config)
     return TuneResult(result, _inference_answer(result.changes, problem), _message(result, budget), "inference",
-                      scores, seconds)
+                      attribution.scores, attribution.seconds)
 
 
 def _inference_scores(problem: InferenceProblem, knobs: Sequence[Knob]) -> dict[str, float]:
@@ -131,12 +131,20 @@ def _inference_scores(problem: InferenceProblem, knobs: Sequence[Knob]) -> dict[
                               [k.name for k in knobs if k.kind == "op"])
 
 
-def _timed_scores(strategy: str, scores: Callable[[], dict[str, float]]) -> tuple[dict[str, float], float]:
-    """The attribution, computed only for the strategy that uses it."""
-    if strategy != "attribution":
-        return {}, 0.0
-    started = time.perf_counter()
-    return scores(), time.perf_counter() - started
+class _Attribution:
+    """The scores, computed when the search asks (and only for the strategy that uses them),
+    kept with the time they took."""
+
+    def __init__(self, strategy: str, compute: Callable[[], dict[str, float]]) -> None:
+        self.compute = compute if strategy == "attribution" else dict
+        self.scores: dict[str, float] = {}
+        self.seconds = 0.0
+
+    def __call__(self) -> dict[str, float]:
+        started = time.perf_counter()
+        self.scores = self.compute()
+        self.seconds = time.perf_counter() - started
+        return self.scores
 
 
 def tune_training(model: nn.Module, inputs: Any, target: Any, loss: Callable, *, bound: float = DEFAULT_BOUND,
@@ -149,16 +157,18 @@ def tune_training(model: nn.Module, inputs: Any, target: Any, loss: Callable, *,
     problem = TrainingProblem(model, inputs, target, loss, bound=bound, steps_per_epoch=steps_per_epoch)
     knobs = problem.knobs()
     start_config = _start_config(start, knobs)
-    scores, seconds = _timed_scores(strategy, problem.scores)
+    attribution = _Attribution(strategy, problem.scores)
     by_key = {knob.key: knob for knob in knobs}
 
     def evaluate(config: Config):
         return problem.outcome({key.partition(":")[2]: by_key[key].ladder[rung] for key, rung in config.items()})
 
-    result = search(strategy, knobs, evaluate, bound=bound, budget=budget, scores=scores, start=start_config)
+    result = search(strategy, knobs, evaluate, bound=bound, budget=budget, attribute=attribution,
+                    start=start_config)
     answer = {"bitwidth": 8, "steps_per_epoch": steps_per_epoch,
               "layers": {key.partition(":")[2]: int(bits) for key, bits in result.changes.items()}}
-    return TuneResult(result, answer, _message(result, budget), "training", scores, seconds)
+    return TuneResult(result, answer, _message(result, budget), "training", attribution.scores,
+                      attribution.seconds)
 
 
 __all__ = ["DEFAULT_BOUND", "DEFAULT_BUDGET", "FUSION_LADDER", "PRECISION_LADDER", "TuneResult",

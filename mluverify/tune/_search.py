@@ -148,10 +148,12 @@ def raised(knobs: Sequence[Knob], level: int, base: Config) -> dict[str, int]:
 
 
 def search(strategy: str, knobs: Sequence[Knob], evaluate: Callable[[Config], Outcome], *, bound: float,
-           budget: int, scores: Mapping[str, float] | None = None, start: Config | None = None) -> SearchResult:
+           budget: int, attribute: Callable[[], Mapping[str, float]] | None = None,
+           start: Config | None = None) -> SearchResult:
     """Find the fewest knob changes that bring the model within ``bound``, in ``budget`` trials.
 
-    ``scores``: knob key -> its own error (attribution); ``start``: a starting configuration.
+    ``attribute``: computes knob key -> its error (the attribution), called only once the model
+    as deployed is known to miss the bound; ``start``: a starting configuration.
     """
     if strategy not in STRATEGIES:
         raise InvalidArgument(f"unknown tuning strategy {strategy!r}; valid: {', '.join(STRATEGIES)}")
@@ -159,7 +161,7 @@ def search(strategy: str, knobs: Sequence[Knob], evaluate: Callable[[Config], Ou
     started = time.perf_counter()
     trials = Trials(knobs, evaluate, budget, bound)
     try:
-        status = _prelude_and_search(strategy, trials, list(knobs), dict(start or {}), scores or {})
+        status = _prelude_and_search(strategy, trials, list(knobs), dict(start or {}), attribute or dict)
     except BudgetSpent:
         status = BUDGET_SPENT
     config, outcome = trials.best()
@@ -179,9 +181,10 @@ def check_budget(budget: object) -> int:
 
 
 def _prelude_and_search(strategy: str, trials: Trials, knobs: list[Knob], start: Config,
-                        scores: Mapping[str, float]) -> str:
+                        attribute: Callable[[], Mapping[str, float]]) -> str:
     if trials.run({}, "as deployed"):
         return WITHIN_BOUND
+    scores = attribute()
     if start and trials.run(start, "starting config"):
         _prune(trials, start, scores)
         return TUNED
