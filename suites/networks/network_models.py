@@ -13,15 +13,16 @@ import torch.nn.functional as F
 
 
 class Net(nn.Module):
-    """The MNIST quickstart network of seed 001."""
+    """The MNIST quickstart network of seed 001, for ``side`` x ``side`` images (the seed's 28;
+    ``fc1`` takes the 64 channels of the pooled ``(side - 4) / 2`` square)."""
 
-    def __init__(self) -> None:
+    def __init__(self, side: int = 28) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(1, 32, 3, 1)
         self.conv2 = nn.Conv2d(32, 64, 3, 1)
         self.dropout1 = nn.Dropout2d(0.25)
         self.dropout2 = nn.Dropout2d(0.5)
-        self.fc1 = nn.Linear(9216, 128)
+        self.fc1 = nn.Linear(64 * ((side - 4) // 2) ** 2, 128)
         self.fc2 = nn.Linear(128, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

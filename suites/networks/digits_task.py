@@ -4,13 +4,12 @@ ship inside scikit-learn, its accuracy judged per dtype x quantization (float32,
 MNIST cannot be downloaded here; scikit-learn's digits (1797 images, 8x8, values 0..16, read by
 ``sklearn.datasets.load_digits`` from the installed package) stand in for it at their own size,
 so a case trains in about a second on one CPU core. The network is the seeds' MNIST ``Net``
-(conv 3x3 x32, conv 3x3 x64, max-pool 2, dropout, fc 128, fc 10, log-softmax) with ``fc1`` sized
-for 8x8 inputs (64 x 2 x 2 = 256 inputs instead of 9216) and ``dropout2`` an ``nn.Dropout`` (the
-seeds' ``Dropout2d`` on the 2-D output of ``fc1`` is deprecated by torch). A seeded split keeps every other
+(``network_models.Net``: conv 3x3 x32, conv 3x3 x64, max-pool 2, dropout, fc 128, fc 10,
+log-softmax) with ``fc1`` sized for 8x8 inputs (64 x 2 x 2 = 256 inputs instead of 9216). A seeded split keeps every other
 image for testing (899 test images, 898 for training); Adam (learning rate 5e-3, batches of 64,
 8 epochs, seed 0) on one thread makes the same weights on any machine with the pinned torch.
 
-``python suites/quantization/digits_task.py`` measures the references registered in
+``python suites/networks/digits_task.py`` measures the references registered in
 ``task_references.toml``: the float32 network's accuracy on the CPU, each quantized network's
 (the seeds' calibrate -> checkpoint -> load flow) on the emulated MLU (``mlu``, layer by layer),
 where its int8 / int16 arithmetic runs, and every precision's top-1 agreement with the CPU on
@@ -19,6 +18,7 @@ the emulated MLU, the lowest over its core versions.
 from __future__ import annotations
 
 import copy
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -26,30 +26,12 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from network_models import Net
 
 REFERENCES = Path(__file__).with_name("task_references.toml")
 MODEL = "digits_mnist_net"
 SEED = 0
 EPOCHS, BATCH, LEARNING_RATE = 8, 64, 5e-3
-
-
-class Net(nn.Module):
-    """The seeds' MNIST network (the MNIST quickstart), ``fc1`` sized for 8x8."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, 1)
-        self.conv2 = nn.Conv2d(32, 64, 3, 1)
-        self.dropout1 = nn.Dropout2d(0.25)
-        self.dropout2 = nn.Dropout(0.5)
-        self.fc1 = nn.Linear(256, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.max_pool2d(F.relu(self.conv2(F.relu(self.conv1(x)))), 2)
-        x = torch.flatten(self.dropout1(x), 1)
-        x = self.dropout2(F.relu(self.fc1(x)))
-        return F.log_softmax(self.fc2(x), dim=1)
 
 
 def digits() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -78,9 +60,11 @@ def one_thread():
 
 def trained_net(images: torch.Tensor, labels: torch.Tensor) -> Net:
     """``Net`` trained on the CPU (seeded), in eval mode."""
-    with one_thread():
+    with one_thread(), warnings.catch_warnings():
+        # the seed's Net applies Dropout2d to the 2-D output of fc1, which torch deprecates
+        warnings.filterwarnings("ignore", "dropout2d", UserWarning)
         torch.manual_seed(SEED)
-        net = Net()
+        net = Net(side=images.shape[-1])
         optimizer = torch.optim.Adam(net.parameters(), LEARNING_RATE)
         shuffle = torch.Generator().manual_seed(SEED)
         for _ in range(EPOCHS):
@@ -115,6 +99,7 @@ def top1(model: nn.Module, images: torch.Tensor, device: str = "cpu") -> torch.T
 
 def main() -> None:
     import mluverify.device.mlu_model as ct  # registers "mlu"
+    warnings.filterwarnings("ignore", "dropout2d", UserWarning)  # the seed's Net: Dropout2d on 2-D input
 
     train_images, train_labels, test_images, test_labels = digits()
     net = trained_net(train_images, train_labels)
