@@ -58,14 +58,21 @@ class Task:
         """Score the target's output (logits, samples first) against the labels or the CPU's."""
         import torch
 
-        predicted = torch.as_tensor(device_output).detach().cpu().reshape(len(device_output), -1).argmax(1)
-        truth = (torch.as_tensor(self.labels) if self.metric == "accuracy"
-                 else torch.as_tensor(cpu_output).detach().cpu().reshape(len(cpu_output), -1).argmax(1))
+        predicted = _top1(device_output)
+        truth = torch.as_tensor(self.labels) if self.metric == "accuracy" else _top1(cpu_output)
         if truth.shape != predicted.shape:
             raise InvalidArgument(f"{what}: task {self.model or self.metric}: {len(truth)} labels for "
                                   f"{len(predicted)} samples")
         gate = self.threshold(len(predicted), what)
         return TaskResult(self.metric, int((predicted == truth).sum()), gate)
+
+
+def _top1(output: Any) -> Any:
+    """The top-1 class of each sample of ``output`` (samples first, any other dimensions flattened)."""
+    import torch
+
+    scores = torch.as_tensor(output).detach().cpu()
+    return scores.reshape(len(scores), -1).argmax(1)
 
 
 @dataclass(frozen=True)
