@@ -159,3 +159,21 @@ def test_a_task_metric_below_its_threshold_fails_the_case_and_the_gate(pytester)
     assert gate.count("task below threshold") == 2
     assert ("accuracy 0.8750 < threshold 0.9000 over 40 samples (reference 0.9500; one-sided exact binomial "
             "test at alpha 0.05, power 0.8 against a drop of 0.2375)") in gate
+
+
+def test_a_run_written_before_task_metrics_still_loads_and_gates(tmp_path):
+    import pyarrow.parquet as pq
+
+    from mluverify.report.gate import evaluate_gate
+    from mluverify.report.loading import load
+    from mluverify.report.records import to_table
+
+    row = {"run_id": "r", "case_id": "t[a]", "target": "mlu:cnnl", "op": "add", "metric": "rel_mse",
+           "value": 1e-4, "bound": 3e-3, "passed": True, "status": "passed", "waived": False}
+    task_columns = ["task_metric", "task_value", "task_reference", "task_threshold", "task_samples", "task_alpha",
+                    "task_beta", "task_effect"]
+    (tmp_path / "run").mkdir()
+    pq.write_table(to_table([row], {"schema_version": 4}).drop_columns(task_columns), tmp_path / "run" / "records.parquet")
+    loaded = load(tmp_path / "run")
+    assert loaded[task_columns].isna().all(axis=None) and loaded.loc[0, "value"] == 1e-4
+    assert evaluate_gate(loaded).passed
