@@ -3,6 +3,7 @@ error budget needs is stated when too few are given, and a case whose task metri
 its threshold fails, in the record and in the gate's findings, with the test in words."""
 import math
 
+import pandas  # noqa: F401  (imported before pytester snapshots sys.modules, so it is loaded once)
 import pyarrow.parquet as pq
 import pytest
 
