@@ -3,7 +3,7 @@ ship inside scikit-learn, its accuracy judged per dtype x quantization (float32,
 
 MNIST cannot be downloaded here; scikit-learn's digits (1797 images, 8x8, values 0..16, read by
 ``sklearn.datasets.load_digits`` from the installed package) stand in for it at their own size,
-so a case trains in about a second on one CPU core. The network is the seeds' MNIST ``Net``
+so a case trains in about 2 s on one CPU core. The network is the seeds' MNIST ``Net``
 (``network_models.Net``: conv 3x3 x32, conv 3x3 x64, max-pool 2, dropout, fc 128, fc 10,
 log-softmax) with ``fc1`` sized for 8x8 inputs (64 x 2 x 2 = 256 inputs instead of 9216). A seeded split keeps every other
 image for testing (899 test images, 898 for training); Adam (learning rate 5e-3, batches of 64,
