@@ -41,9 +41,12 @@ _SUBNORMALS = st.floats(-_SMALLEST_NORMAL, _SMALLEST_NORMAL, width=32, allow_sub
 _SPECIAL = st.one_of(st.sampled_from(SPECIAL_VALUES), _SUBNORMALS)
 _NON_FINITE_VALUES = st.sampled_from((math.inf, -math.inf, math.nan))
 
+# Simple values, the quarters in [-4, 4]: where kernels branch (floor and round boundaries at
+# integers, ties at halves, thresholds and clamp bounds written as short constants).
+_SIMPLE = st.integers(-16, 16).map(lambda quarters: quarters / 4)
 # Probes of every distribution: values that overflow nothing yet break kernels (a sign lost on
-# -0.0, subnormals flushed to zero), so every tensor may carry a few.
-_PROBES = st.one_of(st.sampled_from((0.0, -0.0)), _SUBNORMALS)
+# -0.0, subnormals flushed to zero, a branch taken at its boundary), so every tensor may carry a few.
+_PROBES = st.one_of(st.sampled_from((0.0, -0.0)), _SUBNORMALS, _SIMPLE)
 
 # distribution -> the strategy of the elements hypothesis draws
 _ELEMENTS: Mapping[str, st.SearchStrategy[float]] = {

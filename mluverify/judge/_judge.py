@@ -339,7 +339,8 @@ def _judge_exact(actual: _Leaf, expected: _Leaf, path: str) -> Verdict:
 
 def _worst_elements(actual: np.ndarray, expected: np.ndarray):
     actual, expected = actual.astype(np.float64), expected.astype(np.float64)  # no overflow
-    abs_diff = np.abs(actual - expected).reshape(-1)
+    with np.errstate(invalid="ignore"):  # inf - inf is NaN, ranked worst just below
+        abs_diff = np.abs(actual - expected).reshape(-1)
     abs_diff = np.where(np.isnan(abs_diff), np.inf, abs_diff)
     count = min(WORST_ELEMENTS, abs_diff.size)
     flat = np.argpartition(-abs_diff, count - 1)[:count] if count else []

@@ -3,6 +3,7 @@ replays from the example database, and ``search_score`` gives ``hypothesis.targe
 that moves where Cambricon's eps rule zeroes the judged value."""
 import math
 
+import hypothesis
 import numpy as np
 import pytest
 import torch
@@ -45,6 +46,29 @@ def test_a_bug_on_an_interval_of_width_1e_3_shrinks_to_one_element_at_its_simple
     assert shrunk.shape == (1,)
     # hypothesis shrinks a float towards the simplest one: 0.5 is the simplest in [0.5, 0.501)
     assert shrunk.item() == 0.5
+
+
+def test_a_bug_at_a_clamp_bound_is_found_within_the_ci_budget_on_most_seeds():
+    # 0.75 is a quarter (a probe of every distribution); a float drawn from [-4, 4] or from the
+    # seeded normal generator is 0.75 with probability ~0, so without the probes no seed finds it
+    def clamp_wrong_at_its_bound(x):
+        out = torch.clamp(x, -0.5, 0.75)
+        return torch.where(x == 0.75, out + 1, out)
+
+    found = 0
+    for seed in range(10):
+        @settings(max_examples=6, database=None, deadline=None, phases=[Phase.generate],
+                  suppress_health_check=list(HealthCheck))
+        @hypothesis.seed(seed)
+        @given(x=tensors(shapes(), distributions=("normal",)))
+        def clamp_test(x):
+            assert torch.equal(clamp_wrong_at_its_bound(x), torch.clamp(x, -0.5, 0.75))
+
+        try:
+            clamp_test()
+        except AssertionError:
+            found += 1
+    assert found >= 3
 
 
 def test_a_failure_replays_first_from_the_example_database():
