@@ -5,6 +5,7 @@ import contextlib
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,9 +35,9 @@ def test_add(verify, n):
 WAIT_S = 300
 
 
-def pytest_argv(pytester, *args):
+def pytest_argv(project: Path, *args):
     return [sys.executable, "-m", "pytest", "-p", "mluverify", "-p", "no:cacheprovider", "--mlu-target=cpu64:eager",
-            f"--mlu-report={pytester.path / 'run'}", *args]
+            f"--mlu-report={project / 'run'}", *args]
 
 
 def records(run_dir):
@@ -59,7 +60,7 @@ def blocked_run(pytester, block_at, *args):
     reached.unlink(missing_ok=True)
     go.unlink(missing_ok=True)
     env = dict(os.environ, BLOCK_AT=str(block_at), REACHED=str(reached), GO=str(go))
-    process = subprocess.Popen(pytest_argv(pytester, *args), cwd=pytester.path, env=env,
+    process = subprocess.Popen(pytest_argv(pytester.path, *args), cwd=pytester.path, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + WAIT_S
@@ -74,13 +75,21 @@ def blocked_run(pytester, block_at, *args):
             process.wait(WAIT_S)
 
 
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A project whose finished run of 6 records is ``run``, built once per module (the tests
+    change copies of it)."""
+    project = tmp_path_factory.mktemp("previous")
+    (project / "test_add.py").write_text(SUITE.format(count=6))
+    subprocess.run(pytest_argv(project), cwd=project, check=True, stdout=subprocess.DEVNULL)
+    assert len(records(project / "run")) == 6
+    return project
+
+
 @pytest.fixture
-def previous(pytester):
+def previous(pytester, finished_run):
     """A finished run of 6 records in ``run``: what a failed next run must leave as it was."""
-    pytester.makepyfile(test_add=SUITE.format(count=6))
-    result = pytester.run(*pytest_argv(pytester))
-    assert result.ret == 0
-    assert len(records(pytester.path / "run")) == 6
+    shutil.copytree(finished_run, pytester.path, dirs_exist_ok=True)
     return pytester
 
 
@@ -93,7 +102,7 @@ def test_sigkill_mid_run_keeps_the_previous_run_and_every_record(previous):
     assert len(records(run)) == 6 and sorted(records(run)["seed"]) == list(range(6))  # untouched
     assert shard_lines(staging) == 3  # tests 0, 1, 2: every record written before the kill
     # the next run sets the killed one aside, says where, and replaces the previous one
-    result = pytester.run(*pytest_argv(pytester))
+    result = pytester.run(*pytest_argv(pytester.path))
     assert result.ret == 0
     kept = next(pytester.path.glob("run.interrupted-*"))
     result.stdout.fnmatch_lines([f"*an interrupted run's records were kept in {kept}*"])
@@ -161,14 +170,14 @@ def test_b(verify):
 def test_c(verify):
     verify(torch.add, torch.ones(4), torch.ones(4), op="add")
 """)
-    result = pytester.run(*pytest_argv(pytester, "-x"))
+    result = pytester.run(*pytest_argv(pytester.path, "-x"))
     assert result.ret == 1
     metadata = json.loads((pytester.path / "run" / "run.json").read_text())
     assert (metadata["complete"], metadata["tests_run"], metadata["tests_collected"]) == (False, 1, 3)
     result.stdout.fnmatch_lines(["mluverify: incomplete: 1 of 3 tests (stopped early*"])
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # 20 runs; test_sigkill_mid_run_keeps_the_previous_run_and_every_record is the quick one
 def test_sigkill_at_random_points_keeps_every_written_record_and_never_reads_as_passed(pytester, monkeypatch):
     """20 runs killed at a random moment: each record the run wrote before the kill (flushed
     line by line: the shard is opened unbuffered and each record is one write) is kept; the
@@ -186,7 +195,7 @@ def test_sigkill_at_random_points_keeps_every_written_record_and_never_reads_as_
     kept_total = written_total = 0
     for attempt in range(20):
         written_log.write_text("")
-        process = subprocess.Popen(pytest_argv(pytester), cwd=pytester.path,
+        process = subprocess.Popen(pytest_argv(pytester.path), cwd=pytester.path,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         started = time.monotonic()  # start-up (torch's import) takes seconds: kill after it, at random
         while not written_log.read_text() and process.poll() is None and time.monotonic() - started < WAIT_S:
@@ -211,7 +220,7 @@ def test_sigkill_at_random_points_keeps_every_written_record_and_never_reads_as_
             reported.stdout.fnmatch_lines(["mluverify: incomplete: * of 40 tests (killed*"])
     print(f"SIGKILL loop: {kept_total} records kept, {written_total} confirmed written before the kill")
     assert written_total > 0
-    result = pytester.run(*pytest_argv(pytester))  # not blocked by any of them
+    result = pytester.run(*pytest_argv(pytester.path))  # not blocked by any of them
     assert result.ret == 0 and len(records(pytester.path / "run")) == 40
 
 
@@ -225,7 +234,7 @@ def test_a_full_disk_loses_no_record_and_replaces_nothing(previous):
     pytester = previous
     pytester.makepyfile(test_add=SUITE.format(count=40))
     limit = 24 * 1024  # room for some records, not for all (one is about a kilobyte)
-    process = subprocess.run(pytest_argv(pytester, "-q"), cwd=pytester.path, capture_output=True, text=True,
+    process = subprocess.run(pytest_argv(pytester.path, "-q"), cwd=pytester.path, capture_output=True, text=True,
                              preexec_fn=limit_file_size(limit), timeout=WAIT_S)
     out = process.stdout + process.stderr
     assert process.returncode == 1, out
@@ -264,7 +273,7 @@ def test_a_read_only_previous_run_is_a_usage_error_not_an_internal_error(previou
     pytester = previous
     run = pytester.path / "run"
     with read_only(run):
-        result = pytester.run(*pytest_argv(pytester))
+        result = pytester.run(*pytest_argv(pytester.path))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*previous run directory {run} is read-only*chmod -R u+w*"])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
@@ -275,7 +284,7 @@ def test_a_read_only_parent_and_a_read_only_run_to_report_are_named(previous):
     pytester = previous
     parent = pytester.mkdir("locked")
     with read_only(parent):
-        result = pytester.run(*pytest_argv(pytester, f"--mlu-report={parent / 'run'}"))
+        result = pytester.run(*pytest_argv(pytester.path, f"--mlu-report={parent / 'run'}"))
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([f"*{parent}*is not writable*"])
     with read_only(pytester.path / "run"):
@@ -296,7 +305,7 @@ def test_a_read_only_dump_directory_is_named(tmp_path):
 def test_a_second_run_into_the_same_directory_refuses_and_the_first_finishes(previous):
     pytester = previous
     with blocked_run(pytester, 3) as first:
-        second = pytester.run(*pytest_argv(pytester))
+        second = pytester.run(*pytest_argv(pytester.path))
         assert second.ret == pytest.ExitCode.USAGE_ERROR
         second.stderr.fnmatch_lines([f"*report directory {pytester.path / 'run'} is in use by another run "
                                      f"(pid {first.pid} on *; wait for it to end or pass another --mlu-report*"])

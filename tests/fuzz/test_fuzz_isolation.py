@@ -1,6 +1,7 @@
 """A target that kills its process is a finding of kind crash, and the campaign goes on."""
 import functools
 
+import pytest
 import torch
 
 from mluverify.cli.fuzz import TargetRunner
@@ -25,6 +26,7 @@ def test_a_crash_is_isolated_as_a_finding_and_the_next_program_runs():
     assert runner.restarts == 1
 
 
+@pytest.mark.heavy  # a campaign over two targets; the isolation itself is the test above
 def test_a_campaign_keeps_a_crash_and_goes_on_to_the_next_target():
     with IsolatedRunner(functools.partial(TargetRunner, (PLANTED,))) as runner:
         campaign = Campaign(["planted:crash", "planted:fused"], runner,

@@ -41,6 +41,7 @@ def run(pytester, monkeypatch, scale, report, *args):
                                          f"--mlu-report={pytester.path / report}", "--mlu-gate", *args)
 
 
+@pytest.mark.heavy  # five runs; tests/report/test_gate.py judges the same findings in-process
 def test_gate_passes_then_fails_on_worsened_missing_and_new_failures(suite, monkeypatch):
     # baseline: rel_mse 0.001 < 0.003 everywhere
     first = run(suite, monkeypatch, 1.001, "base")

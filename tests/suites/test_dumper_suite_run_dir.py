@@ -21,7 +21,7 @@ def tree(directory: Path) -> dict[str, int]:
     return {str(p.relative_to(directory)): p.stat().st_mtime_ns for p in directory.rglob("*") if p.is_file()}
 
 
-@pytest.mark.parametrize("args", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+@pytest.mark.parametrize("args", [[], pytest.param(["-n", "2"], marks=pytest.mark.heavy)], ids=["one-process", "xdist"])
 def test_dump_reports_go_to_the_finished_run_and_not_the_previous_one(pytester, args):
     shutil.copy(SUITE, pytester.path / SUITE.name)
     first = run(pytester, "-k", "float32")

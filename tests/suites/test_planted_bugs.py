@@ -86,6 +86,7 @@ def test_planted_kernels_are_caught(pytester: pytest.Pytester, tmp_path: Path) -
     assert not (records.status == "errored").any(), "planted bugs must fail as mismatches, not crashes"
 
 
+@pytest.mark.heavy  # the control; make gate (CI) also runs the whole default suites on the clean device
 def test_clean_device_passes_the_same_subset(pytester: pytest.Pytester, tmp_path: Path) -> None:
     records = _run_subset(pytester, tmp_path)
     judged = _judged(records)
