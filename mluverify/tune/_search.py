@@ -208,15 +208,18 @@ def _passing_level(trials: Trials, knobs: list[Knob], start: Config) -> int | No
 
 def _smallest_passing_prefix(trials: Trials, ordered: list[Knob], level: int, base: Config, first: int,
                              phase: str) -> int:
-    """The smallest k with ``ordered[:k]`` raised within the bound, starting the gallop at
-    ``first`` (the whole list is known to pass)."""
+    """The smallest k with ``ordered[:k]`` raised within the bound (the whole list is known to
+    pass): gallop from ``first`` (up while it fails, down while it passes, the step doubling
+    each time), then bisect the bracket found."""
     failing, passing = 0, len(ordered)
     k = max(1, min(first, passing))
-    while k < passing:  # gallop up from the attributed cut
+    step = 1
+    while failing < k < passing:
         if trials.run(raised(ordered[:k], level, base), phase):
-            passing = k
-            break
-        failing, k = k, 2 * k
+            passing, k = k, k - step
+        else:
+            failing, k = k, k + step
+        step *= 2
     while passing - failing > 1:  # then bisect
         middle = (failing + passing) // 2
         if trials.run(raised(ordered[:middle], level, base), phase):
