@@ -177,11 +177,12 @@ def rel_mse(actual, expected):
 
 def wrong(actual, reference, golden):
     """Why the target's output is wrong ("" if it is not): another shape or dtype than the CPU's,
-    an integer or bool element other than the CPU's (exact), or an error against float64 beyond
-    twice the CPU's own plus 1e-3 (the golden rule, simplified)."""
+    an integer or bool element other than the CPU's where the CPU's are the float64 run's
+    (integers all the way: exact), or an error against float64 beyond twice the CPU's own plus
+    1e-3 (the golden rule, simplified; integers cast from computed floats too)."""
     if actual.shape != reference.shape or actual.dtype != reference.dtype:
         return f"{{tuple(actual.shape)}} {{actual.dtype}} instead of {{tuple(reference.shape)}} {{reference.dtype}}"
-    if not reference.is_floating_point():
+    if not reference.is_floating_point() and torch.equal(reference, golden.to(reference.dtype)):
         differ = int((actual != reference).sum())
         return f"{{differ}} of {{reference.numel()}} elements differ from the CPU's (exact)" if differ else ""
     if rel_mse(actual, golden) > 2 * rel_mse(reference, golden) + 1e-3:

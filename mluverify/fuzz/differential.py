@@ -76,9 +76,45 @@ def judge(program: Program, inputs: Sequence[Any], target: str, runner: Runner, 
     if verdict.passed:
         return Judgement(target, PASS, verdict.reason, verdict.device_error, verdict.reference_error, fails_sums)
     cleared = compare(actual, expected, tolerance=policy("golden"), golden=golden)
+    if not cleared.passed and _integers_cleared(actual, expected, golden):
+        return Judgement(target, REFERENCE, f"{_reason(verdict, cleared)}; integers made from floats: "
+                         f"{INTEGER_RULE}", verdict.device_error, verdict.reference_error, fails_sums)
     kind = REFERENCE if cleared.passed else DEVIATION
     return Judgement(target, kind, _reason(verdict, cleared), verdict.device_error, verdict.reference_error,
                      fails_sums)
+
+
+INTEGER_RULE = "each within the golden rule against the float64 run's integers"
+
+
+def _integers_cleared(actual: Any, expected: Any, golden: Any) -> bool:
+    """The golden rule for integer and bool outputs: the judge holds them bit-exact, which is
+    right while they are integers all the way (then the float64 run's integers are the
+    reference's and any difference is the target's). An integer cast from a computed float
+    (``std`` scaled and cast, a comparison) moves by whole units with the float's last bit,
+    and the reference's own float rounding moves it as well: where the reference's integers
+    differ from the float64 run's, the target's within ``k x`` that error (``GOLDEN_RULES``)
+    are cleared like floats. True when every output is either within the golden policy
+    (floats) or so cleared (integers)."""
+    import torch
+
+    from mluverify.judge import GOLDEN_RULES, metrics
+
+    pytree = _pytree()
+    for a, e, g in zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected), pytree.tree_leaves(golden)):
+        if e.is_floating_point():
+            if not compare(a, e, tolerance=policy("golden"), golden=g).passed:
+                return False
+            continue
+        if a.dtype != e.dtype or a.shape != e.shape or g.shape != e.shape:
+            return False
+        if torch.equal(a, e):
+            continue
+        reference_error = metrics(e.double(), g.double())["rel_mse"]
+        if not reference_error > 0 or metrics(a.double(), g.double())["rel_mse"] > GOLDEN_RULES["float32"].bound(
+                reference_error, e.numel()):
+            return False
+    return True
 
 
 def _reason(verdict: Verdict, golden: Verdict) -> str:

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 from hypothesis import HealthCheck, given, settings
 
-from mluverify.fuzz.differential import DEVIATION, PASS, judge, torchfuzz_fails
+from mluverify.fuzz.differential import DEVIATION, PASS, REFERENCE, judge, torchfuzz_fails
 from mluverify.fuzz.generate import _check_on_meta, _Draft, _operand_candidates, dtype_kind, programs
 from mluverify.fuzz.ops import DIVISOR, INT_RANGES, spec
 from mluverify.fuzz.program import Node, Program, run
@@ -103,3 +103,21 @@ def test_a_view_of_a_nodes_result_is_written_through_but_no_expand_cast_or_input
     # v1: a view of relu's result; v2 overlaps itself; v3 may be v0 itself (to its own dtype),
     # v4 is a fresh result again; v5 is a view of the input
     assert sorted(_operand_candidates(draft, spec("relu_"))) == ["v0", "v1", "v4"]
+
+
+# The float32 sum of [1e8, 1, -1e8] loses the 1 (the CPU reference gives 0), the float64 run
+# keeps it (1); each is then cast to int32: an integer made from a computed float.
+CAST_SUM = Program(((3,),), (Node("sum_all", ("x0",)),
+                             Node("to_int", ("v0",), {"dtype": "int32", "scale": 1.0, "lo": -2147483648.0,
+                                                      "hi": 2147483520.0})))
+CANCELLING = [torch.tensor([1e8, 1.0, -1e8])]
+
+
+def test_integers_cast_from_floats_get_the_golden_rule_and_pure_integers_stay_exact():
+    (reference,), (golden,) = run(CAST_SUM, CANCELLING), run(CAST_SUM, CANCELLING, golden=True)
+    assert reference.item() == 0 and golden.item() == 1 and golden.dtype == torch.int32
+    exact = judge(CAST_SUM, CANCELLING, "exact:x", lambda p, x, t: (torch.tensor(1, dtype=torch.int32),), "cnml")
+    assert exact.kind == REFERENCE and "integers made from floats" in exact.reason
+    # 4 away from the float64 run's 1, where the reference is 1 away: past k = 3 x its error
+    far = judge(CAST_SUM, CANCELLING, "far:x", lambda p, x, t: (torch.tensor(5, dtype=torch.int32),), "cnml")
+    assert far.kind == DEVIATION
