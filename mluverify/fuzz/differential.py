@@ -76,7 +76,7 @@ def judge(program: Program, inputs: Sequence[Any], target: str, runner: Runner, 
     if verdict.passed:
         return Judgement(target, PASS, verdict.reason, verdict.device_error, verdict.reference_error, fails_sums)
     cleared = compare(actual, expected, tolerance=policy("golden"), golden=golden)
-    if not cleared.passed and _integers_cleared(actual, expected, golden):
+    if not cleared.passed and _integers_cleared(actual, expected, golden, _from_computed_floats(program, inputs)):
         return Judgement(target, REFERENCE, f"{_reason(verdict, cleared)}; integers made from floats: "
                          f"{INTEGER_RULE}", verdict.device_error, verdict.reference_error, fails_sums)
     kind = REFERENCE if cleared.passed else DEVIATION
@@ -87,21 +87,34 @@ def judge(program: Program, inputs: Sequence[Any], target: str, runner: Runner, 
 INTEGER_RULE = "each within the golden rule against the float64 run's integers"
 
 
-def _integers_cleared(actual: Any, expected: Any, golden: Any) -> bool:
-    """The golden rule for integer and bool outputs: the judge holds them bit-exact, which is
-    right while they are integers all the way (then the float64 run's integers are the
-    reference's and any difference is the target's). An integer cast from a computed float
-    (``std`` scaled and cast, a comparison) moves by whole units with the float's last bit,
-    and the reference's own float rounding moves it as well: where the reference's integers
-    differ from the float64 run's, the target's within ``k x`` that error (``GOLDEN_RULES``)
-    are cleared like floats. True when every output is either within the golden policy
-    (floats) or so cleared (integers)."""
+def _from_computed_floats(program: Program, inputs: Sequence[Any]) -> list[bool]:
+    """Per output: whether it is an integer or bool value that a float some node computed went
+    into (a cast, a comparison, argmax, ... of it or of an integer made so), rather than one
+    made of the inputs' values by integer ops alone."""
+    values = run(program, inputs, every_value=True)
+    tainted: dict[str, bool] = {}
+    for index, (node, value) in enumerate(zip(program.nodes, values)):
+        computed = [values[int(a[1:])].is_floating_point() or tainted[a] for a in node.args if a.startswith("v")]
+        tainted[f"v{index}"] = not value.is_floating_point() and any(computed)
+    return [tainted[name] for name in program.outputs]
+
+
+def _integers_cleared(actual: Any, expected: Any, golden: Any, from_floats: Sequence[bool]) -> bool:
+    """The golden rule for integer and bool outputs made from computed floats (``from_floats``,
+    per output). The judge holds integers bit-exact, which is right while they are integers all
+    the way (made of the inputs by integer ops: the float64 run's are the reference's). An
+    integer cast from a computed float (``std`` scaled and cast, a comparison) moves by whole
+    units with the float's last bit: such outputs are judged like floats, the target's rel_mse
+    against the float64 run's integers within ``k x`` the reference's plus the float32 floor
+    (``GOLDEN_RULES``). True when every output is within the golden policy (floats), equal,
+    or so cleared."""
     import torch
 
     from mluverify.judge import GOLDEN_RULES, metrics
 
     pytree = _pytree()
-    for a, e, g in zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected), pytree.tree_leaves(golden)):
+    leaves = zip(pytree.tree_leaves(actual), pytree.tree_leaves(expected), pytree.tree_leaves(golden), from_floats)
+    for a, e, g, from_float in leaves:
         if e.is_floating_point():
             if not compare(a, e, tolerance=policy("golden"), golden=g).passed:
                 return False
@@ -111,8 +124,8 @@ def _integers_cleared(actual: Any, expected: Any, golden: Any) -> bool:
         if torch.equal(a, e):
             continue
         reference_error = metrics(e.double(), g.double())["rel_mse"]
-        if not reference_error > 0 or metrics(a.double(), g.double())["rel_mse"] > GOLDEN_RULES["float32"].bound(
-                reference_error, e.numel()):
+        bound = GOLDEN_RULES["float32"].bound(reference_error, e.numel())
+        if not from_float or metrics(a.double(), g.double())["rel_mse"] > bound:
             return False
     return True
 

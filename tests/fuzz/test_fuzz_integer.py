@@ -113,7 +113,8 @@ CAST_SUM = Program(((3,),), (Node("sum_all", ("x0",)),
 CANCELLING = [torch.tensor([1e8, 1.0, -1e8])]
 
 
-def test_integers_cast_from_floats_get_the_golden_rule_and_pure_integers_stay_exact():
+def test_integers_cast_from_computed_floats_get_the_golden_rule():
+    """WRAPPING's integers are made of the input by integer ops: exact (the test above)."""
     (reference,), (golden,) = run(CAST_SUM, CANCELLING), run(CAST_SUM, CANCELLING, golden=True)
     assert reference.item() == 0 and golden.item() == 1 and golden.dtype == torch.int32
     exact = judge(CAST_SUM, CANCELLING, "exact:x", lambda p, x, t: (torch.tensor(1, dtype=torch.int32),), "cnml")
