@@ -220,13 +220,7 @@ def _smallest_passing_prefix(trials: Trials, ordered: list[Knob], level: int, ba
         else:
             failing, k = k, k + step
         step *= 2
-    while passing - failing > 1:  # then bisect
-        middle = (failing + passing) // 2
-        if trials.run(raised(ordered[:middle], level, base), phase):
-            passing = middle
-        else:
-            failing = middle
-    return passing
+    return _bisect(lambda middle: trials.run(raised(ordered[:middle], level, base), phase), failing, passing)
 
 
 def _attribution(trials: Trials, knobs: list[Knob], start: Config, level: int, scores: Mapping[str, float],
@@ -263,14 +257,21 @@ def _prune(trials: Trials, config: Config, scores: Mapping[str, float]) -> dict[
 def _bisection(trials: Trials, knobs: list[Knob], start: Config, level: int, scores: Mapping[str, float]) -> None:
     """Polygraphy-style: the smallest passing model-order prefix, then the latest start of a
     window ending there that still passes."""
-    end = _smallest_passing_prefix(trials, knobs, level, start, len(knobs) // 2, "bisect end")
-    failing, passing = end, 0  # window knobs[begin:end]; begin = 0 passes
-    while failing - passing > 1:
+    end = _bisect(lambda k: trials.run(raised(knobs[:k], level, start), "bisect end"), 0, len(knobs))
+    # the window knobs[begin:end]: begin = 0 passes, begin = end raises nothing
+    _bisect(lambda begin: not trials.run(raised(knobs[begin:end], level, start), "bisect start"), 0, end)
+
+
+def _bisect(passes: Callable[[int], bool], failing: int, passing: int) -> int:
+    """The smallest k in (failing, passing] with ``passes(k)``, by plain binary search
+    (``passes`` is taken to be monotone)."""
+    while passing - failing > 1:
         middle = (failing + passing) // 2
-        if trials.run(raised(knobs[middle:end], level, start), "bisect start"):
+        if passes(middle):
             passing = middle
         else:
             failing = middle
+    return passing
 
 
 def _greedy(trials: Trials, knobs: list[Knob], start: Config, level: int, scores: Mapping[str, float]) -> None:
