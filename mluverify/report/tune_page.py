@@ -15,6 +15,8 @@ TUNE_PAGE = "tune.html"
 PASSED, FAILED = "within bound", "breaks bound"
 TRIAL_COLUMNS = ("trial", "phase", "outcome", "metric", "changed", "changes", "seconds")
 _SPEC = TableSpec(shown=TRIAL_COLUMNS, long={"changes": 40}, tone="outcome", order=(PASSED, FAILED))
+_ATTRIBUTION = ("attribution (largest first; a layer: the output's error with it alone quantized; an op: its own "
+                "error in the dump)")
 _TONE = {"within-bound": "good", "tuned": "good", "impossible": "bad", "budget-spent": "bad"}
 
 
@@ -44,7 +46,7 @@ def tune_page_html(result: Mapping[str, Any]) -> str:
                        sorted(result.get("scores", {}).items(), key=lambda item: -item[1]))
     sections = [("result", facts), ("the answer in the seeds' terms", answer),
                 ("trajectory", html_table(trials, "tune-trials", _SPEC)),
-                ("attribution (own error per knob, largest first)", html_code(scores or "(not computed)"))]
+                (_ATTRIBUTION, html_code(scores or "(not computed)"))]
     return html_page(f"mluverify tune: {result.get('script', '')}", banner, sections)
 
 
