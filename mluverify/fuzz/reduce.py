@@ -6,8 +6,9 @@ passes edit the program itself, keeping a candidate only when the target still f
 way (``still_fails``):
 
 - drop a sink node (an output no other node reads);
-- cut at a node: the node becomes a new program input holding its CPU value (float32 values,
-  while fewer than ``MAX_INPUTS`` inputs are in use), so the ops that made it can go;
+- cut at a node: the node becomes a new program input holding its CPU value (float32 values),
+  and the ops only it read go with it, as do the inputs then unread (at most ``MAX_INPUTS``
+  remain);
 - drop an input no node reads.
 
 Every candidate is checked before it is judged: no in-place op may write into an input (a cut
@@ -51,16 +52,37 @@ def _candidates(program: Program, inputs: list) -> Iterator[Candidate]:
     for index in reversed(range(len(program.nodes))):
         if f"v{index}" not in read and len(program.nodes) > 1:
             yield without_node(program, index), inputs
-    if len(program.inputs) < MAX_INPUTS:
-        values = run(program, inputs, every_value=True)
-        for index in range(len(program.nodes)):
-            value = values[index]
-            if value.dtype == inputs[0].dtype and f"v{index}" in read:
-                cut = without_node(program, index, f"x{len(program.inputs)}")
-                yield Program((*cut.inputs, tuple(value.shape)), cut.nodes), [*inputs, value.clone().contiguous()]
+    values = run(program, inputs, every_value=True)
+    for index in range(len(program.nodes)):
+        value = values[index]
+        if value.dtype == inputs[0].dtype and f"v{index}" in read:
+            cut = _cut(program, inputs, index, value)
+            if len(cut[0].inputs) <= MAX_INPUTS:
+                yield cut
     for index in range(len(program.inputs)):
         if f"x{index}" not in read and len(program.inputs) > 1:
             yield without_input(program, inputs, index)
+
+
+def _cut(program: Program, inputs: list, index: int, value: Any) -> Candidate:
+    """Node ``index`` becomes a new input holding ``value`` (its CPU value); the nodes only it
+    read go with it (they would be new outputs otherwise), and so do the inputs then unread,
+    so that a program already at ``MAX_INPUTS`` can be cut too."""
+    original_sinks = {int(name[1:]) for name in program.outputs}
+    cut = without_node(program, index, f"x{len(program.inputs)}")
+    current: Candidate = (Program((*cut.inputs, tuple(value.shape)), cut.nodes), [*inputs, value.clone().contiguous()])
+    origin = [j for j in range(len(program.nodes)) if j != index]  # each node's index in ``program``
+    while True:
+        sinks = [int(name[1:]) for name in current[0].outputs]
+        orphan = next((j for j in reversed(sinks) if origin[j] not in original_sinks), None)
+        if orphan is None:
+            break
+        current = (without_node(current[0], orphan), current[1])
+        del origin[orphan]
+    read = {arg for node in current[0].nodes for arg in node.args}
+    for unread in reversed([i for i in range(len(current[0].inputs)) if f"x{i}" not in read]):
+        current = without_input(*current, unread)
+    return current
 
 
 def writes_into_input(program: Program) -> bool:
