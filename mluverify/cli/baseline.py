@@ -1,7 +1,7 @@
 """``mluverify baseline update``: make a run the committed baseline the gate compares against.
 
 Copies the run's ``records.parquet`` (and ``summary.md`` / ``summary.csv``, for reviewing the
-change in a pull request) into the baseline directory. The run is loaded first, so a missing,
+change in a pull request, with the fuzz page ``summary.md`` links) into the baseline directory. The run is loaded first, so a missing,
 corrupt or empty run never replaces a good baseline; nor does a run with failing cases, unless
 ``--allow-failures`` says so, or an incomplete one (killed, interrupted, stopped early), unless
 ``--allow-incomplete`` says so. Each file is replaced atomically.
@@ -20,11 +20,13 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mluverify.report.fuzz_page import FUZZ_PAGE
+
 if TYPE_CHECKING:
     import pandas as pd
 
 DEFAULT_TO = Path("reports/baseline")  # relative to the project's root (mluverify.project)
-COPIED = ("records.parquet", "summary.md", "summary.csv")
+COPIED = ("records.parquet", "summary.md", "summary.csv", FUZZ_PAGE)
 
 
 def register(subparsers: "argparse._SubParsersAction") -> None:

@@ -22,13 +22,15 @@ def update(*argv):
 def test_update_replaces_the_baseline_records(tmp_path, capsys):
     baseline = write_run(tmp_path / "baseline", [make_record("old", 0.001)])
     latest = write_run(tmp_path / "latest", [make_record("new[a]", 0.001), make_record("new[b]", 0.004)])
-    (latest / "summary.md").write_text("# summary\n")
+    (latest / "summary.md").write_text("# summary\n- [fuzz findings](fuzz.html)\n")
+    (latest / "fuzz.html").write_text("<html>findings</html>")
     with pytest.raises(RecordsError, match=r"1 failing case\(s\), e.g. new\[b\] \(failed\)"):
         update("--from", latest, "--to", baseline)  # a failing case is no baseline ...
     assert load(baseline)["case_id"].tolist() == ["old"]
     assert update("--from", latest, "--to", baseline, "--allow-failures") == 0  # ... unless allowed
     assert load(baseline)["case_id"].tolist() == ["new[a]", "new[b]"]
-    assert (baseline / "summary.md").read_text() == "# summary\n"
+    assert (baseline / "summary.md").read_text() == "# summary\n- [fuzz findings](fuzz.html)\n"
+    assert (baseline / "fuzz.html").read_text() == "<html>findings</html>"  # the page it links
     assert "2 records, 1 failing" in capsys.readouterr().out
 
 
