@@ -8,13 +8,14 @@ budget and print: status, layers / ops changed, trials, wall time (attribution i
 metric.
 
 Run: PYTHONPATH=. nice -n 10 .venv/bin/python benchmarks/tune_search.py [--budget 16] [--size 32]
-     [--bound 0.02] [--networks gpt,bert,mobilenet_v3_small,resnet18_training,resnet50,vgg19]
+     [--bound 0.02] [--networks toy,gpt,bert,mobilenet_v3_small,resnet18_training,resnet50,vgg19]
      [--json out.json]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import runpy
 import sys
 import time
 from pathlib import Path
@@ -57,7 +58,13 @@ def language(cls):
     return build
 
 
-INFERENCE = {"resnet50": vision("resnet50"), "vgg19": vision("vgg19"),
+def toy(size: int):
+    """tests/tune/toy_model.py: six linear layers, fc2 and fc4 planted (an outlier input channel)."""
+    script = runpy.run_path(str(Path(__file__).resolve().parents[1] / "tests" / "tune" / "toy_model.py"))
+    return script["model"](), script["calibration_inputs"](), script["eval_inputs"]()
+
+
+INFERENCE = {"toy": toy, "resnet50": vision("resnet50"), "vgg19": vision("vgg19"),
              "mobilenet_v3_small": vision("mobilenet_v3_small"), "mobilenet_v3_large": vision("mobilenet_v3_large"),
              "gpt": language(GptDecoder), "bert": language(BertEncoder)}
 
