@@ -53,6 +53,7 @@ def records(pytester):
     return pq.read_table(pytester.path / "run" / "records.parquet").to_pandas()
 
 
+@pytest.mark.heavy  # CI's make gate replays every shipped captured suite on both targets the same way
 def test_every_case_replays_on_both_targets_and_is_recorded(pytester, small_cases):
     result = run(pytester, small_cases, *TARGETS)
     result.assert_outcomes(passed=12)
