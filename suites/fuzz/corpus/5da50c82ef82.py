@@ -1,0 +1,64 @@
+"""mluverify fuzz finding 5da50c82ef82: deviation on cuda:inductor.
+
+output [0]: 1 / 1 elements differ (100.0%), must be bit-exact; 1 / 1 elements differ (100.0%), must be bit-exact
+Re-run: python 5da50c82ef82.py  (exit status 1 and MISMATCH lines while the target is wrong)
+"""
+import torch
+
+INPUTS = [
+    torch.tensor([0.0]).reshape([1, 1]),
+]
+
+
+def program(x0):
+    v0 = x0.float().mul(1.0).clamp(-128.0, 127.0).to(torch.int8)
+    v1 = (v0 << 8)
+    return (v1,)
+
+
+def program_float64(x0):
+    v0 = x0.float().mul(1.0).clamp(-128.0, 127.0).to(torch.int8)
+    v1 = (v0 << 8)
+    return (v1,)
+
+
+def on_target(fn, args):
+    from mluverify.cli.fuzz import TargetRunner  # cuda:inductor needs mluverify
+    from mluverify.fuzz.program import Program
+    import json
+    return TargetRunner()(Program.from_json(json.loads('{"format": "mluverify-fuzz-program", "version": 1, "inputs": [[1, 1]], "nodes": [{"op": "to_int", "args": ["x0"], "params": {"dtype": "int8", "scale": 1.0, "lo": -128.0, "hi": 127.0}}, {"op": "shift_left", "args": ["v0"], "params": {"s": 8}}]}')), args, "cuda:inductor")
+
+
+def rel_mse(actual, expected):
+    actual, expected = actual.double(), expected.double()
+    return float(((actual - expected) ** 2).sum().sqrt() / expected.pow(2).sum().sqrt().clamp_min(1e-30))
+
+
+def wrong(actual, reference, golden):
+    """Why the target's output is wrong ("" if it is not): another shape or dtype than the CPU's,
+    an integer or bool element other than the CPU's where the CPU's are the float64 run's
+    (integers all the way: exact), or an error against float64 beyond twice the CPU's own plus
+    1e-3 (the golden rule, simplified; integers cast from computed floats too)."""
+    if actual.shape != reference.shape or actual.dtype != reference.dtype:
+        return f"{tuple(actual.shape)} {actual.dtype} instead of {tuple(reference.shape)} {reference.dtype}"
+    if not reference.is_floating_point() and torch.equal(reference, golden.to(reference.dtype)):
+        differ = int((actual != reference).sum())
+        return f"{differ} of {reference.numel()} elements differ from the CPU's (exact)" if differ else ""
+    if rel_mse(actual, golden) > 2 * rel_mse(reference, golden) + 1e-3:
+        return f"rel_mse {rel_mse(actual, golden):.3g} against float64, the CPU's {rel_mse(reference, golden):.3g}"
+    return ""
+
+
+if __name__ == "__main__":
+    reference = program(*(x.clone() for x in INPUTS))
+    golden = program_float64(*(x.double() for x in INPUTS))
+    actual = on_target(program, [x.clone() for x in INPUTS])
+    mismatches = 0
+    for index, (a, e, g) in enumerate(zip(actual, reference, golden)):
+        print(f"output {index} {tuple(e.shape)} {e.dtype} (cuda:inductor: {tuple(a.shape)} {a.dtype}): cuda:inductor vs float64 rel_mse {rel_mse(a, g):.3g}, "
+              f"CPU vs float64 {rel_mse(e, g):.3g}, cuda:inductor vs CPU {rel_mse(a, e):.3g}")
+        why = wrong(a, e, g)
+        if why:
+            print(f"MISMATCH output {index} on cuda:inductor: {why}")
+            mismatches += 1
+    raise SystemExit(1 if mismatches else 0)
