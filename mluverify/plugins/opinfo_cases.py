@@ -111,7 +111,7 @@ class OpInfoSource:
             full_name = f"{info.name}.{info.variant_test_name}" if info.variant_test_name else info.name
             torch.manual_seed(self.seed)
             try:
-                samples = list(info.sample_inputs("cpu", torch.float32, requires_grad=False))
+                samples = list(opinfo_samples(info, torch.float32))
             except Exception as exc:  # a private API: report the entry, keep the others
                 self.skipped[full_name] = f"{type(exc).__name__}: {exc}"
                 continue
@@ -128,6 +128,26 @@ class OpInfoSource:
                 half = sample.transform(_on_half_grid)
                 yield OpInfoCase(full_name, index, info.op, half.input, tuple(half.args), dict(half.kwargs),
                                  reaches, dtype="float16")
+
+
+def opinfo_samples(info: Any, dtype: Any, requires_grad: bool = False) -> Iterator[Any]:
+    """``info.sample_inputs("cpu", dtype, requires_grad)``: the same samples in the same order.
+
+    ``sample_inputs`` wraps its samples in torch's ``TrackedInputIter``, which walks the whole
+    call stack (``inspect.stack``) twice per call to find a ``unittest`` test to attach them to;
+    under pytest there is none, and the walks made up most of collecting the OpInfo suites. This
+    seeds as that iterator does when it finds no test (``set_rng_seed(SEED)`` before each
+    sample), so the values are the ones ``sample_inputs`` gives.
+    """
+    from torch.testing._internal.common_utils import SEED, set_rng_seed
+
+    samples = iter(info.sample_inputs_func(info, "cpu", dtype, requires_grad))
+    while True:
+        set_rng_seed(SEED)
+        try:
+            yield next(samples)
+        except StopIteration:
+            return
 
 
 def _evenly(items: list, most: int) -> list:

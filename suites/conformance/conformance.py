@@ -67,8 +67,10 @@ def has_float32_samples(info: Any) -> bool:
 def samples(info: Any, every: bool) -> Iterator[tuple[int, Any]]:
     """The entry's float32 CPU samples (seeded): all of them, or the first ``DEFAULT_SAMPLES``
     (generated lazily: some entries take seconds to make all of theirs)."""
+    from mluverify.plugins.opinfo_cases import opinfo_samples
+
     torch.manual_seed(0)
-    found = enumerate(info.sample_inputs("cpu", torch.float32, requires_grad=False))
+    found = enumerate(opinfo_samples(info, torch.float32))
     yield from found if every else itertools.islice(found, DEFAULT_SAMPLES)
 
 

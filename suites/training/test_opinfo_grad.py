@@ -35,8 +35,10 @@ def _samples(info, seed: int) -> list:
     """The entry's float32 CPU samples with ``requires_grad=True``, seeded like the source's."""
     import torch
 
+    from mluverify.plugins.opinfo_cases import opinfo_samples
+
     torch.manual_seed(seed)
-    samples = list(info.sample_inputs("cpu", torch.float32, requires_grad=True))
+    samples = list(opinfo_samples(info, torch.float32, requires_grad=True))
     return list(enumerate(samples))[::-(-len(samples) // SAMPLES_PER_ENTRY)] if samples else []
 
 

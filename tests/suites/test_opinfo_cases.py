@@ -70,3 +70,28 @@ def test_loading_op_db_keeps_the_hypothesis_profile() -> None:
               "OpInfoSource().entries(['aten::relu']); print(settings.get_current_profile_name())")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["mine"]
+
+
+@pytest.mark.parametrize("name", ["add", "nn.functional.conv2d", "softmax", "index_put", "nn.functional.dropout"])
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_opinfo_samples_are_sample_inputs_without_the_stack_walk(name: str, requires_grad: bool) -> None:
+    import torch
+    from torch.testing._internal.common_methods_invocations import op_db
+    from torch.utils._pytree import tree_leaves
+
+    from mluverify.plugins.opinfo_cases import opinfo_samples
+
+    info = next(entry for entry in op_db if entry.name == name and not entry.variant_test_name)
+    torch.manual_seed(3)
+    expected = list(info.sample_inputs("cpu", torch.float32, requires_grad=requires_grad))
+    torch.manual_seed(3)
+    actual = list(opinfo_samples(info, torch.float32, requires_grad))
+    assert len(actual) == len(expected) > 0
+    for got, want in zip(actual, expected):
+        got_leaves, want_leaves = (tree_leaves((s.input, s.args, s.kwargs)) for s in (got, want))
+        assert [type(leaf) for leaf in got_leaves] == [type(leaf) for leaf in want_leaves]
+        for leaf, wanted in zip(got_leaves, want_leaves):
+            if isinstance(leaf, torch.Tensor):
+                torch.testing.assert_close(leaf, wanted, rtol=0, atol=0, equal_nan=True)
+            else:
+                assert leaf == wanted
