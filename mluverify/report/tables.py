@@ -55,11 +55,17 @@ def summarize(frame: "pd.DataFrame") -> "pd.DataFrame":
     """Per op x target x dtype x metric: cases, the worst status present (first in
     ``STATUSES``), one count per status, pass rate (passed / cases), median / p99 / max of the
     judged metric, bound (the largest, should a group hold several), minimum headroom, cases
-    with CPU fallbacks. Lowest pass rate first."""
+    with CPU fallbacks. ``eps_zeroed`` counts the cases whose rel_mse Cambricon's eps rule
+    judged 0, and ``raw_max`` is the largest value without that rule (the raw rel_mse of those
+    cases, the judged value of the others): a group whose median and max are 0 is exact only
+    where ``raw_max`` is 0 too. Lowest pass rate first."""
     import numpy as np
 
+    zeroed = _eps_zeroed(frame)
     work = frame.assign(
         fell_back=frame["fallback_ops"].fillna("").astype(str).str.len() > 0,
+        eps_zeroed=zeroed,
+        raw_value=frame["value"].where(~zeroed, frame["raw_rel_mse"]),
         **{status: frame["status"] == status for status in STATUSES},
     )
     groups = work.groupby(GROUP, sort=True, dropna=False)
@@ -68,6 +74,8 @@ def summarize(frame: "pd.DataFrame") -> "pd.DataFrame":
         **{status: (status, "sum") for status in STATUSES},
         median=("value", "median"),
         max=("value", "max"),
+        raw_max=("raw_value", "max"),
+        eps_zeroed=("eps_zeroed", "sum"),
         bound=("bound", "max"),
         min_headroom=("headroom", "min"),
         fallbacks=("fell_back", "sum"),
@@ -77,6 +85,11 @@ def summarize(frame: "pd.DataFrame") -> "pd.DataFrame":
     summary.insert(summary.columns.get_loc("median"), "pass_rate", summary["passed"] / summary["cases"])
     summary.insert(summary.columns.get_loc("max"), "p99", groups["value"].quantile(0.99))
     return summary.reset_index().sort_values(["pass_rate", *GROUP], kind="stable").reset_index(drop=True)
+
+
+def _eps_zeroed(frame: "pd.DataFrame") -> "pd.Series":
+    """Per record: the eps rule turned a non-zero rel_mse into the judged 0."""
+    return frame["eps_zeroed"].fillna(False).astype(bool) & frame["raw_rel_mse"].notna()
 
 
 def pass_matrix(frame: "pd.DataFrame") -> "pd.DataFrame":

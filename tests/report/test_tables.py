@@ -133,3 +133,22 @@ def test_overview_reads_metadata_and_records(frame):
     assert items["seeds"] == "per case: 1 distinct, 0..0"
     assert items["machine"] == "h, x86_64, 2 CPUs, Linux" and items["Python"] == "3.11.2"
     assert dict(overview(frame, {}).values.tolist())["duration"].endswith("(run end not recorded)")
+
+
+def test_summary_shows_the_raw_error_the_eps_rule_zeroed():
+    # Two rel_mse cases judged 0: one bit-exact, one whose raw rel_mse 1.2e-4 the eps rule
+    # zeroed; a third judged 0.001 as it is. The judged median and max stay Cambricon's.
+    frame = as_frame([
+        make_record("exp[1]", 0.0, op="exp", raw_rel_mse=0.0, eps_zeroed=False),
+        make_record("exp[2]", 0.0, op="exp", raw_rel_mse=1.2e-4, eps_zeroed=True),
+        make_record("exp[3]", 0.001, op="exp", raw_rel_mse=0.001, eps_zeroed=False),
+        make_record("log[1]", 0.0, op="log", raw_rel_mse=0.0, eps_zeroed=False),
+    ])
+    summary = summarize(frame).set_index("op")
+    assert summary.loc["exp", "max"] == pytest.approx(0.001)
+    assert summary.loc["exp", "median"] == 0.0
+    assert summary.loc["exp", "eps_zeroed"] == 1
+    assert summary.loc["exp", "raw_max"] == pytest.approx(0.001)
+    assert (summary.loc["log", "eps_zeroed"], summary.loc["log", "raw_max"]) == (0, 0.0)
+    only_zeroed = summarize(frame[frame.case_id == "exp[2]"]).iloc[0]
+    assert (only_zeroed["max"], only_zeroed["raw_max"]) == (0.0, pytest.approx(1.2e-4))
