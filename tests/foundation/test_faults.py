@@ -60,8 +60,11 @@ def blocked_run(pytester, block_at, *args):
     reached.unlink(missing_ok=True)
     go.unlink(missing_ok=True)
     env = dict(os.environ, BLOCK_AT=str(block_at), REACHED=str(reached), GO=str(go))
+    # SIGINT back to its default in the run: a shell without job control starts background
+    # jobs with SIGINT ignored, and Python keeps an ignored SIGINT (no KeyboardInterrupt).
     process = subprocess.Popen(pytest_argv(pytester.path, *args), cwd=pytester.path, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + WAIT_S
         while not reached.exists():
