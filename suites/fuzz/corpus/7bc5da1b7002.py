@@ -1,0 +1,68 @@
+"""mluverify fuzz finding 7bc5da1b7002: error on cpu:inductor.
+
+TargetError: BackendError: case fuzz[to_int-bitwise_not-shift_right-div_trunc-argmin]: TorchInductor failed to compile it: CppCompileError: /root/.cache/mluverify/inductor/t3/ct333fpoesphcry7nkkdx2tiihfkjz2seuekzsae3jzyh5m74d7l.main.cpp:41:50: error: no matching function for call to ‘argmin_combine(
+Re-run: python 7bc5da1b7002.py  (exit status 1 and MISMATCH lines while the target is wrong)
+"""
+import torch
+
+INPUTS = [
+    torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 0.0]).reshape([6]),
+]
+
+
+def program(x0):
+    v0 = x0.float().mul(1.0).clamp(-32768.0, 32767.0).to(torch.int16)
+    v1 = torch.bitwise_not(v0)
+    v2 = (v1 >> 1)
+    v3 = torch.div(v2, torch.where(v2 > 0, v2, v2 - 2), rounding_mode='trunc')
+    v4 = torch.argmin(v3, dim=0, keepdim=False)
+    return (v4,)
+
+
+def program_float64(x0):
+    v0 = x0.float().mul(1.0).clamp(-32768.0, 32767.0).to(torch.int16)
+    v1 = torch.bitwise_not(v0)
+    v2 = (v1 >> 1)
+    v3 = torch.div(v2, torch.where(v2 > 0, v2, v2 - 2), rounding_mode='trunc')
+    v4 = torch.argmin(v3, dim=0, keepdim=False)
+    return (v4,)
+
+
+def on_target(fn, args):
+    with torch.no_grad():
+        return torch.compile(fn, backend="inductor", dynamic=False)(*args)
+
+
+def rel_mse(actual, expected):
+    actual, expected = actual.double(), expected.double()
+    return float(((actual - expected) ** 2).sum().sqrt() / expected.pow(2).sum().sqrt().clamp_min(1e-30))
+
+
+def wrong(actual, reference, golden):
+    """Why the target's output is wrong ("" if it is not): another shape or dtype than the CPU's,
+    an integer or bool element other than the CPU's where the CPU's are the float64 run's
+    (integers all the way: exact), or an error against float64 beyond twice the CPU's own plus
+    1e-3 (the golden rule, simplified; integers cast from computed floats too)."""
+    if actual.shape != reference.shape or actual.dtype != reference.dtype:
+        return f"{tuple(actual.shape)} {actual.dtype} instead of {tuple(reference.shape)} {reference.dtype}"
+    if not reference.is_floating_point() and torch.equal(reference, golden.to(reference.dtype)):
+        differ = int((actual != reference).sum())
+        return f"{differ} of {reference.numel()} elements differ from the CPU's (exact)" if differ else ""
+    if rel_mse(actual, golden) > 2 * rel_mse(reference, golden) + 1e-3:
+        return f"rel_mse {rel_mse(actual, golden):.3g} against float64, the CPU's {rel_mse(reference, golden):.3g}"
+    return ""
+
+
+if __name__ == "__main__":
+    reference = program(*(x.clone() for x in INPUTS))
+    golden = program_float64(*(x.double() for x in INPUTS))
+    actual = on_target(program, [x.clone() for x in INPUTS])
+    mismatches = 0
+    for index, (a, e, g) in enumerate(zip(actual, reference, golden)):
+        print(f"output {index} {tuple(e.shape)} {e.dtype} (cpu:inductor: {tuple(a.shape)} {a.dtype}): cpu:inductor vs float64 rel_mse {rel_mse(a, g):.3g}, "
+              f"CPU vs float64 {rel_mse(e, g):.3g}, cpu:inductor vs CPU {rel_mse(a, e):.3g}")
+        why = wrong(a, e, g)
+        if why:
+            print(f"MISMATCH output {index} on cpu:inductor: {why}")
+            mismatches += 1
+    raise SystemExit(1 if mismatches else 0)

@@ -1,0 +1,74 @@
+"""mluverify fuzz finding d212840e5c62: deviation on ort:cpu.
+
+output [0]: 1 / 60 elements differ (1.7%), must be bit-exact; 1 / 60 elements differ (1.7%), must be bit-exact
+Re-run: python d212840e5c62.py  (exit status 1 and MISMATCH lines while the target is wrong)
+"""
+import torch
+
+INPUTS = [
+    torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.6736822724342346]).reshape([3, 4, 5]),
+]
+
+
+def program(x0):
+    v0 = x0.float().mul(1000.0).clamp(-2147483648.0, 2147483520.0).to(torch.int32)
+    v1 = torch.bitwise_left_shift(v0, v0 % 70)
+    return (v1,)
+
+
+def program_float64(x0):
+    v0 = x0.float().mul(1000.0).clamp(-2147483648.0, 2147483520.0).to(torch.int32)
+    v1 = torch.bitwise_left_shift(v0, v0 % 70)
+    return (v1,)
+
+
+def on_target(fn, args):
+    import io
+    import onnxruntime  # torch and onnxruntime only
+
+    class Program(torch.nn.Module):
+        def forward(self, *xs):
+            return fn(*xs)
+
+    model = io.BytesIO()
+    torch.onnx.export(Program(), tuple(a.clone() for a in args), model, dynamo=False, opset_version=17,
+                      input_names=[f"x{i}" for i in range(len(args))])
+    session = onnxruntime.InferenceSession(model.getvalue(), providers=["CPUExecutionProvider"])
+    wanted = {i.name for i in session.get_inputs()}
+    feeds = {f"x{i}": a.numpy() for i, a in enumerate(args) if f"x{i}" in wanted}
+    return [torch.from_numpy(value) for value in session.run(None, feeds)]
+
+
+def rel_mse(actual, expected):
+    actual, expected = actual.double(), expected.double()
+    return float(((actual - expected) ** 2).sum().sqrt() / expected.pow(2).sum().sqrt().clamp_min(1e-30))
+
+
+def wrong(actual, reference, golden):
+    """Why the target's output is wrong ("" if it is not): another shape or dtype than the CPU's,
+    an integer or bool element other than the CPU's where the CPU's are the float64 run's
+    (integers all the way: exact), or an error against float64 beyond twice the CPU's own plus
+    1e-3 (the golden rule, simplified; integers cast from computed floats too)."""
+    if actual.shape != reference.shape or actual.dtype != reference.dtype:
+        return f"{tuple(actual.shape)} {actual.dtype} instead of {tuple(reference.shape)} {reference.dtype}"
+    if not reference.is_floating_point() and torch.equal(reference, golden.to(reference.dtype)):
+        differ = int((actual != reference).sum())
+        return f"{differ} of {reference.numel()} elements differ from the CPU's (exact)" if differ else ""
+    if rel_mse(actual, golden) > 2 * rel_mse(reference, golden) + 1e-3:
+        return f"rel_mse {rel_mse(actual, golden):.3g} against float64, the CPU's {rel_mse(reference, golden):.3g}"
+    return ""
+
+
+if __name__ == "__main__":
+    reference = program(*(x.clone() for x in INPUTS))
+    golden = program_float64(*(x.double() for x in INPUTS))
+    actual = on_target(program, [x.clone() for x in INPUTS])
+    mismatches = 0
+    for index, (a, e, g) in enumerate(zip(actual, reference, golden)):
+        print(f"output {index} {tuple(e.shape)} {e.dtype} (ort:cpu: {tuple(a.shape)} {a.dtype}): ort:cpu vs float64 rel_mse {rel_mse(a, g):.3g}, "
+              f"CPU vs float64 {rel_mse(e, g):.3g}, ort:cpu vs CPU {rel_mse(a, e):.3g}")
+        why = wrong(a, e, g)
+        if why:
+            print(f"MISMATCH output {index} on ort:cpu: {why}")
+            mismatches += 1
+    raise SystemExit(1 if mismatches else 0)
