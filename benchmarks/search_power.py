@@ -8,7 +8,8 @@ never an element), on the same budget: the ``ci`` profile's max_examples and the
 profile's (conftest.py), shrinking on, each ``--runs`` times with the seeds 0, 1, ... so the
 figures repeat. A bug is found when the device result fails the cnnl judge against the CPU.
 Prints, per bug, budget and search, in how many runs it was found and the median element count
-of the shrunk example; then the bugs found per run.
+of the shrunk example; then the bugs found per run, and what one example costs with each
+strategy on a correct kernel (the value search's share of a suite's time).
 
 Targets (issue 25): the value search finds >= 7 of 8 under the audit budget and >= 2x as many
 as the seed-only search under the CI budget; each failure shrinks to <= 4 elements where the
@@ -24,6 +25,7 @@ import argparse
 import contextlib
 import runpy
 import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -159,6 +161,27 @@ def search(bug: PlantedBug, strategy, budget: settings, run: int) -> int | None:
     return None
 
 
+def seconds_per_example(strategy, budget: settings, runs: range) -> float:
+    """Median over ``runs`` of a whole search's seconds per example on a correct kernel (sigmoid
+    on the device against the CPU): drawing, the device call and the judge, as a suite case."""
+    check = fails_on_device(BUGS[1])  # with nothing planted: every example passes
+    timings = []
+    for run in runs:
+        examples = []
+
+        @seed(run)
+        @settings(budget)
+        @given(x=strategy)
+        def probe(x):
+            examples.append(x.numel())
+            assert not check(x)
+
+        start = time.perf_counter()
+        probe()
+        timings.append((time.perf_counter() - start) / len(examples))
+    return statistics.median(timings)
+
+
 def budgets() -> dict[str, settings]:
     common = dict(derandomize=False, database=None, deadline=None, phases=list(Phase), print_blob=False,
                   suppress_health_check=list(HealthCheck))
@@ -189,6 +212,10 @@ def main() -> None:
         per_run = {name: found[(budget_name, name)] / len(runs) for name in searches}
         print(f"bugs found per run under {budget_name} ({budget.max_examples} examples): value search "
               f"{per_run['value']:.1f}/{len(BUGS)}, seed-only {per_run['seed-only']:.1f}/{len(BUGS)}")
+    # What the value search costs a suite: whole searches (draws, device, judge) on a correct kernel.
+    cost = {name: seconds_per_example(strategy, budgets()["audit"], runs) for name, strategy in searches.items()}
+    print(f"seconds per example (audit budget, correct sigmoid): value search {cost['value'] * 1e3:.2f} ms, "
+          f"seed-only {cost['seed-only'] * 1e3:.2f} ms, ratio {cost['value'] / cost['seed-only']:.2f}x")
 
 
 if __name__ == "__main__":
