@@ -4,8 +4,8 @@ For each network (int8 on ``mlu:cnml``, fused; random weights seeded 0, calibrat
 random inputs, judged on another one against the float CPU model, bound: the cnml policy's 2 %
 rel_mse) and for the ResNet-18 training step (adaptive quantized 8 / 16 / 31 bits, every
 gradient within the bound), run the three strategies of ``mluverify.tune`` with the same trial
-budget and print: status, layers / ops changed, trials, wall time (attribution included), final
-metric.
+budget and print: status, layers / ops changed, trials, wall time (attribution included, and
+apart), final metric.
 
 Run: PYTHONPATH=. nice -n 10 .venv/bin/python benchmarks/tune_search.py [--budget 16] [--size 32]
      [--bound 0.02] [--networks toy,gpt,bert,mobilenet_v3_small,resnet18_training,resnet50,vgg19]
@@ -80,7 +80,8 @@ def resnet18_training(size: int):
 def row(network: str, result, wall: float) -> dict:
     s = result.search
     return {"network": network, "strategy": s.strategy, "status": s.status, "changed": len(s.changes),
-            "trials": len(s.trials), "wall_s": round(wall, 1), "metric": s.metric,
+            "trials": len(s.trials), "wall_s": round(wall, 1), "attribution_s": round(result.attribution_seconds, 1),
+            "metric": s.metric,
             "changes": ", ".join(f"{k.partition(':')[2]}={v}" for k, v in s.changes.items()),
             "trajectory": [[t.phase, len(t.changes), round(t.metric, 5), t.passed] for t in s.trials]}
 
@@ -102,10 +103,10 @@ def run_network(network: str, budget: int, size: int, bound: float) -> list[dict
 
 
 def markdown(rows: list[dict]) -> str:
-    lines = ["| network | strategy | status | changed | trials | wall s | final rel_mse |",
+    lines = ["| network | strategy | status | changed | trials | wall s (attribution s) | final rel_mse |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {r['network']} | {r['strategy']} | {r['status']} | {r['changed']} | {r['trials']} | "
-              f"{r['wall_s']} | {r['metric']:.4g} |" for r in rows]
+              f"{r['wall_s']} ({r['attribution_s']}) | {r['metric']:.4g} |" for r in rows]
     return "\n".join(lines)
 
 

@@ -32,6 +32,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="the precision every layer starts at (inference)")
     parser.add_argument("--bound", type=float, default=None,
                         help="bound on rel_mse (default 0.02, the cnml policy)")
+    parser.add_argument("--task", metavar="METRIC:REFERENCE[:EFFECT]", default=None,
+                        help="judge by a task metric instead of rel_mse (inference): top1_agreement (with the "
+                             "float model) or accuracy (against MODEL_SCRIPT's eval_labels()), its reference and "
+                             "optionally the effect share the gate is sized for (default 0.01), e.g. "
+                             "top1_agreement:0.99; the gate is the task-level gate's")
     parser.add_argument("--budget", type=int, default=None, help="most trials (default 32)")
     parser.add_argument("--strategy", default="attribution", choices=("attribution", "bisection", "greedy"))
     parser.add_argument("--start", metavar="JSON", default=None,
@@ -57,6 +62,7 @@ def _run(args: argparse.Namespace) -> int:
 
     budget = check_budget(DEFAULT_BUDGET if args.budget is None else args.budget)
     bound = DEFAULT_BOUND if args.bound is None else args.bound
+    _check_task_options(args)
     start = _start(args.start)
     result = _tune(args, bound, budget, start)
     from mluverify.tune._output import write_outputs
@@ -66,6 +72,39 @@ def _run(args: argparse.Namespace) -> int:
     print(f"{len(result.search.trials)} trials, {result.search.seconds:.1f} s; answer in {args.out}: "
           + ", ".join(sorted(p.name for p in paths.values())))
     return EXIT_STATUS[result.search.status]
+
+
+def _check_task_options(args: argparse.Namespace) -> None:
+    from mluverify.errors import InvalidArgument
+
+    if args.task is None:
+        return
+    if args.mode == "training":
+        raise InvalidArgument("--task judges inference; a training step is judged by its gradients' rel_mse")
+    if args.bound is not None:
+        raise InvalidArgument("--task and --bound exclude each other: with a task, its gate is the bound")
+
+
+def _task(spec: str, script: dict, path: str):
+    """``METRIC:REFERENCE[:EFFECT]`` as a ``Task`` (accuracy: labels from ``eval_labels()``)."""
+    from mluverify import Task, TaskBudget
+    from mluverify.errors import InvalidArgument
+
+    metric, _, rest = spec.partition(":")
+    reference, _, effect = rest.partition(":")
+    try:
+        budget = TaskBudget(effect_share=float(effect)) if effect else TaskBudget()
+        reference_value = float(reference)
+    except ValueError:
+        raise InvalidArgument(f"--task {spec!r}: expected METRIC:REFERENCE[:EFFECT], numbers after the "
+                              f"metric, e.g. top1_agreement:0.99") from None
+    labels = None
+    if metric == "accuracy":
+        if not callable(script.get("eval_labels")):
+            raise InvalidArgument(f"--task accuracy needs the true labels: model script {path!r} defines no "
+                                  f"eval_labels()")
+        labels = script["eval_labels"]()
+    return Task(metric, reference_value, labels=labels, budget=budget)
 
 
 def _tune(args: argparse.Namespace, bound: float, budget: int, start: dict | None):
@@ -79,6 +118,7 @@ def _tune(args: argparse.Namespace, bound: float, budget: int, start: dict | Non
         return tune_training(script["model"](), inputs, target, script["loss"], bound=bound, budget=budget,
                              strategy=args.strategy, start=start)
     script = load_script(args.script, INFERENCE_NAMES)
+    task = _task(args.task, script, args.script) if args.task else None
     return tune_inference(script["model"](), list(script["calibration_inputs"]()), script["eval_inputs"](),
                           bound=bound, budget=budget, dtype=args.dtype, mode=TARGETS[args.target],
-                          strategy=args.strategy, start=start)
+                          strategy=args.strategy, start=start, task=task)

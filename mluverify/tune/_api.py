@@ -8,6 +8,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch.nn as nn
 
+from mluverify.core.task import Task
 from mluverify.errors import InvalidArgument
 from mluverify.tune._inference import FUSION_LADDER, PRECISION_LADDER, Deployment, InferenceProblem
 from mluverify.tune._search import (
@@ -31,6 +32,8 @@ class TuneResult:
     kind: str
     scores: dict[str, float] = field(default_factory=dict)
     attribution_seconds: float = 0.0
+    metric_name: str = "rel_mse"
+    task: dict[str, Any] | None = None
 
     @property
     def changes(self) -> dict[str, str]:
@@ -40,24 +43,25 @@ class TuneResult:
         """Plain data for ``tune.json`` and the report page."""
         s = self.search
         return {"kind": self.kind, "strategy": s.strategy, "status": s.status, "message": self.message,
-                "bound": s.bound, "metric_name": "rel_mse", "metric": s.metric, "passed": s.passed,
+                "bound": s.bound, "metric_name": self.metric_name, "metric": s.metric, "passed": s.passed,
+                "task": self.task,
                 "changes": s.changes, "answer": self.answer, "budget": budget, "seconds": s.seconds,
                 "attribution_seconds": self.attribution_seconds, "scores": self.scores,
                 "trials": [vars(t) for t in s.trials]}
 
 
-def _message(result: SearchResult, budget: int) -> str:
+def _message(result: SearchResult, budget: int, metric: str = "rel_mse") -> str:
     changed = ", ".join(f"{k.partition(':')[2]} -> {v}" for k, v in result.changes.items())
     if result.status == WITHIN_BOUND:
-        return (f"already within the bound as deployed (rel_mse {result.metric:.4g} <= {result.bound:g}); "
+        return (f"already within the bound as deployed ({metric} {result.metric:.4g} <= {result.bound:.4g}); "
                 f"nothing changed")
     if result.status == IMPOSSIBLE:
         return (f"no setting meets the bound: even every layer and op at the top of its ladder misses it; "
-                f"best found rel_mse {result.metric:.4g} > {result.bound:g} with {changed or 'no change'}")
+                f"best found {metric} {result.metric:.4g} > {result.bound:.4g} with {changed or 'no change'}")
     if result.status == BUDGET_SPENT:
-        return (f"the budget of {budget} trials ran out before the bound was met; best found rel_mse "
+        return (f"the budget of {budget} trials ran out before the bound was met; best found {metric} "
                 f"{result.metric:.4g} with {changed or 'no change'}")
-    return f"within the bound (rel_mse {result.metric:.4g} <= {result.bound:g}) with {len(result.changes)} " \
+    return f"within the bound ({metric} {result.metric:.4g} <= {result.bound:.4g}) with {len(result.changes)} " \
            f"change{'s' * (len(result.changes) != 1)}: {changed}"
 
 
@@ -101,7 +105,8 @@ def _inference_answer(changes: Mapping[str, str], problem: InferenceProblem) -> 
 
 def tune_inference(model: nn.Module, calibration: Sequence[Any], inputs: Any, *, bound: float = DEFAULT_BOUND,
                    budget: int = DEFAULT_BUDGET, dtype: str = "int8", mode: str = "fused",
-                   strategy: str = "attribution", start: Mapping[str, Any] | None = None) -> TuneResult:
+                   strategy: str = "attribution", start: Mapping[str, Any] | None = None,
+                   task: Task | None = None) -> TuneResult:
     """The fewest layers to keep at higher precision (int8 -> int16 -> float) and ops to force
     out of fusion (fused -> CNNL) so that ``model``, quantized in ``dtype`` and run on ``mlu``
     (``mode`` ``fused``: the ``mlu:cnml`` target; ``layer``: layer by layer), is within ``bound``
@@ -110,41 +115,66 @@ def tune_inference(model: nn.Module, calibration: Sequence[Any], inputs: Any, *,
     :param calibration: the calibration batches (a tensor or a tuple of arguments each).
     :param strategy: ``attribution`` (default), ``bisection`` or ``greedy`` (for comparison).
     :param start: a starting configuration, ``{"layers": {name: "int16" | None}, "fallback_ops": [...]}``.
+    :param task: judge by a task metric instead (``Task``: accuracy against labels or top-1
+        agreement with the float model, over the samples of ``inputs``): within the bound when
+        the task gate passes. The layers are still ranked by their rel_mse scores, which then
+        only rank (they predict nothing about the gate).
     """
     check_budget(budget)
-    problem = InferenceProblem(model, calibration, inputs, bound=bound, dtype=dtype, mode=mode)
+    problem = InferenceProblem(model, calibration, inputs, bound=bound, dtype=dtype, mode=mode, task=task)
     knobs = problem.knobs()
     start_config = _start_config(start, knobs)
-    attribution = _Attribution(strategy, lambda: _inference_scores(problem, knobs))
+    attribution = _Attribution(strategy, lambda rung: _inference_scores(problem, knobs, rung))
     by_key = {knob.key: knob for knob in knobs}
     result = search(strategy, knobs, lambda config: problem.outcome(
-        Deployment.from_changes(problem.changes(config, by_key))), bound=bound, budget=budget,
-        attribute=attribution, start=start_config)
-    return TuneResult(result, _inference_answer(result.changes, problem), _message(result, budget), "inference",
-                      attribution.scores, attribution.seconds)
+        Deployment.from_changes(problem.changes(config, by_key))), bound=problem.judged_bound, budget=budget,
+        attribute=attribution, start=start_config, predict=task is None)
+    return TuneResult(result, _inference_answer(result.changes, problem),
+                      _message(result, budget, problem.metric_name), "inference", attribution.scores,
+                      attribution.seconds, problem.metric_name, _task_data(problem))
 
 
-def _inference_scores(problem: InferenceProblem, knobs: Sequence[Knob]) -> dict[str, float]:
+def _task_data(problem: InferenceProblem) -> dict[str, Any] | None:
+    """The task judged, as plain data (the generated test rebuilds it)."""
+    if problem.task is None:
+        return None
+    task, gate = problem.task, problem.gate
+    return {"metric": task.metric, "reference": task.reference, "float32_reference": gate.float32_reference,
+            "budget": {"alpha": gate.budget.alpha, "beta": gate.budget.beta,
+                       "effect_share": gate.budget.effect_share},
+            "samples": gate.samples, "threshold": gate.threshold}
+
+
+def _inference_scores(problem: InferenceProblem, knobs: Sequence[Knob], rung: int) -> dict[str, float]:
     from mluverify.tune._attribution import attribution_scores
 
     return attribution_scores(problem, [k.name for k in knobs if k.kind == "layer"],
-                              [k.name for k in knobs if k.kind == "op"])
+                              [k.name for k in knobs if k.kind == "op"], rung)
 
 
 class _Attribution:
-    """The scores, computed when the search asks (and only for the strategy that uses them),
-    kept with the time they took."""
+    """The scores per rung, computed when the search asks (and only for the strategy that uses
+    them), kept with the time they took; ``scores``: rung 0's, the ranking."""
 
-    def __init__(self, strategy: str, compute: Callable[[], dict[str, float]]) -> None:
-        self.compute = compute if strategy == "attribution" else dict
-        self.scores: dict[str, float] = {}
+    def __init__(self, strategy: str, compute: Callable[[int], dict[str, float]]) -> None:
+        self.compute = compute if strategy == "attribution" else _nothing
+        self.by_rung: dict[int, dict[str, float]] = {}
         self.seconds = 0.0
 
-    def __call__(self) -> dict[str, float]:
-        started = time.perf_counter()
-        self.scores = self.compute()
-        self.seconds = time.perf_counter() - started
-        return self.scores
+    @property
+    def scores(self) -> dict[str, float]:
+        return self.by_rung.get(0, {})
+
+    def __call__(self, rung: int) -> dict[str, float]:
+        if rung not in self.by_rung:
+            started = time.perf_counter()
+            self.by_rung[rung] = self.compute(rung)
+            self.seconds += time.perf_counter() - started
+        return self.by_rung[rung]
+
+
+def _nothing(rung: int) -> dict[str, float]:
+    return {}
 
 
 def tune_training(model: nn.Module, inputs: Any, target: Any, loss: Callable, *, bound: float = DEFAULT_BOUND,

@@ -17,18 +17,19 @@ import torch
 import torch.nn as nn
 
 from mluverify.judge import compare
-from mluverify.tune._inference import Deployment, InferenceProblem, deploy
+from mluverify.tune._inference import PRECISION_LADDER, Deployment, InferenceProblem, deploy
 from mluverify.tune._search import judged
 
 
-def layer_output_errors(problem: InferenceProblem, layers: Sequence[str]) -> dict[str, float]:
+def layer_output_errors(problem: InferenceProblem, layers: Sequence[str], dtype: str | None = None,
+                        ) -> dict[str, float]:
     """Layer name -> the model output's error when that layer alone runs quantized on ``mlu``.
 
     The float model runs on the CPU with one layer's output replaced by its quantized twin's
-    (int8 as deployed, on ``mlu``, fed the float layer's own input), so the score is the layer's
-    own quantization error as the output sees it: amplified or damped by what follows, never
-    inherited from upstream layers (``layer_errors`` scores include that)."""
-    quantized = deploy(problem.model, problem.calibration, Deployment(), problem.dtype).to("mlu")
+    (in ``dtype``, by default as deployed; on ``mlu``, fed the float layer's own input), so the
+    score is the layer's own quantization error as the output sees it: amplified or damped by
+    what follows, never inherited from upstream layers (``layer_errors`` scores include that)."""
+    quantized = deploy(problem.model, problem.calibration, Deployment(), dtype or problem.dtype).to("mlu")
     return {name: _output_error(problem, name, quantized.get_submodule(name)) for name in layers}
 
 
@@ -73,8 +74,15 @@ def _number(value: Any) -> float:
     return 0.0 if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
 
 
-def attribution_scores(problem: InferenceProblem, layers: Sequence[str], ops: Sequence[str]) -> dict[str, float]:
-    """Knob key -> own error, for the attribution-ordered search."""
-    scores = {f"layer:{name}": error for name, error in layer_output_errors(problem, layers).items()}
-    scores.update({f"op:{op}": error for op, error in op_own_errors(problem, ops).items()})
-    return scores
+def attribution_scores(problem: InferenceProblem, layers: Sequence[str], ops: Sequence[str], rung: int = 0,
+                       ) -> dict[str, float]:
+    """Knob key -> own error at ``rung`` of its ladder, for the attribution-ordered search
+    (rung 0: as deployed; a float layer and an op on CNNL: 0)."""
+    if rung == 0:
+        scores = {f"layer:{name}": error for name, error in layer_output_errors(problem, layers).items()}
+        scores.update({f"op:{op}": error for op, error in op_own_errors(problem, ops).items()})
+        return scores
+    dtype = PRECISION_LADDER[min(rung, len(PRECISION_LADDER) - 1)]
+    if dtype == "float":
+        return {}
+    return {f"layer:{name}": error for name, error in layer_output_errors(problem, layers, dtype).items()}

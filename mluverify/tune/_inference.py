@@ -1,6 +1,7 @@
 """Inference trials: a float model quantized per layer (``quantize_dynamic_mlu`` with qconfig
 ``layers``), run on ``mlu`` fused (``mlu:cnml``) with ``DEBUG_FORCED_FALLBACK_OPS``, or layer by
-layer (``mlu:cnnl``), judged against the float model on the CPU."""
+layer (``mlu:cnnl``), judged against the float model on the CPU: by rel_mse, or by a task metric
+(``Task``: accuracy or top-1 agreement over the samples, the task gate's threshold)."""
 from __future__ import annotations
 
 import contextlib
@@ -12,6 +13,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import torch
 import torch.nn as nn
 
+from mluverify.core.task import Task
 from mluverify.device.quantization import default_mapping, quantize_dynamic_mlu
 from mluverify.errors import InvalidArgument
 from mluverify.judge import compare
@@ -121,10 +123,12 @@ def _to_cpu(value: Any) -> Any:
 class InferenceProblem:
     """A float model, its calibration batches and the batch it is judged on, deployed in
     ``dtype`` on ``mlu`` in ``mode`` (``fused``: the ``mlu:cnml`` target; ``layer``:
-    ``mlu:cnnl``), judged by the ``cnml`` policy's rel_mse with ``bound``."""
+    ``mlu:cnnl``), judged by the ``cnml`` policy's rel_mse with ``bound``, or, given a ``task``,
+    by the task gate on the batch's samples (the metric is then the shortfall ``1 - value``,
+    within the bound ``1 - threshold``; ``bound`` still judges the attribution's rel_mse)."""
 
     def __init__(self, model: nn.Module, calibration: Sequence[Any], inputs: Any, *, bound: float,
-                 dtype: str = "int8", mode: str = "fused") -> None:
+                 dtype: str = "int8", mode: str = "fused", task: Task | None = None) -> None:
         if mode not in MODES:
             raise InvalidArgument(f"unknown tuning mode {mode!r}; valid: {', '.join(MODES)}")
         if not calibration:
@@ -137,6 +141,17 @@ class InferenceProblem:
         self.mode = mode
         with torch.no_grad():
             self.reference = self.model(*self.args)
+        self.task = task
+        self.gate = task.threshold(_samples(self.reference), "the judged batch") if task else None
+
+    @property
+    def judged_bound(self) -> float:
+        """What a trial's metric must stay within: ``bound``, or the task's allowed shortfall."""
+        return 1.0 - self.gate.threshold if self.gate else self.bound
+
+    @property
+    def metric_name(self) -> str:
+        return f"1 - {self.task.metric}" if self.task else "rel_mse"
 
     def layer_names(self) -> list[str]:
         """The quantizable layers, in module order."""
@@ -167,5 +182,16 @@ class InferenceProblem:
         """Deploy, run on the device, judge against the CPU float model."""
         runnable = deploy(self.model, self.calibration, deployment, self.dtype)
         output = run_on_device(runnable, self.args, self.mode, deployment.fallback_ops)
+        if self.task:
+            scored = self.task.score(output, self.reference, "tune")
+            return Outcome(1.0 - scored.value, scored.passed)
         verdict = compare(output, self.reference, mode="cnml", tolerance=self.bound)
         return judged(verdict, self.bound)
+
+
+def _samples(output: Any) -> int:
+    """The samples a task scores: the first dimension of the model's one output tensor."""
+    if not isinstance(output, torch.Tensor) or output.dim() == 0:
+        raise InvalidArgument("a task metric scores one output tensor with the samples first; the model returns "
+                              f"{type(output).__name__}")
+    return len(output)

@@ -13,7 +13,7 @@ counted twice). Every strategy spends at most ``budget`` trials and starts alike
 
 Then ``attribution`` ranks knobs by their error (largest first), raises as many top-ranked
 ones as the scores predict are needed, gallops and bisects the smallest passing prefix, and
-prunes every change not needed; ``bisection``
+prunes the changes the scores say may not be needed, in groups; ``bisection``
 (Polygraphy's ``debug precision``) bisects the model-order prefix, then its start, with no
 ranking and no pruning; ``greedy`` (Neural Compressor's fallback) raises knobs one at a time in
 model order until the bound holds.
@@ -48,6 +48,8 @@ class Knob:
 
 # A configuration: knob key -> rungs raised (> 0); knobs not named stay at rung 0.
 Config = Mapping[str, int]
+# The attribution: rung -> (knob key -> the error the output sees with that knob alone at that rung).
+Attribute = Callable[[int], Mapping[str, float]]
 
 
 @dataclass(frozen=True)
@@ -104,9 +106,10 @@ class Trials:
     """Runs configurations through ``evaluate`` within ``budget``, caching and recording them."""
 
     def __init__(self, knobs: Sequence[Knob], evaluate: Callable[[Config], Outcome], budget: int,
-                 bound: float) -> None:
+                 bound: float, predict: bool = True) -> None:
         self.knobs = {knob.key: knob for knob in knobs}
         self.bound = bound
+        self.predict = predict
         self.evaluate = evaluate
         self.budget = budget
         self.cache: dict[frozenset, Outcome] = {}
@@ -126,15 +129,20 @@ class Trials:
                                      time.perf_counter() - started))
         return self.cache[key].passed
 
+    def metric(self, config: Config) -> float:
+        """The measured metric of a configuration already run."""
+        return self.cache[frozenset((key, rung) for key, rung in config.items() if rung > 0)].metric
+
     def named(self, config: Config) -> dict[str, str]:
         return {key: str(self.knobs[key].ladder[rung]) for key, rung in sorted(config.items()) if rung > 0}
 
     def best(self) -> tuple[Config, Outcome]:
-        """The passing configuration with the fewest changes (then the lowest metric), else the
-        lowest metric."""
+        """The passing configuration with the fewest changes (then the fewest rungs raised, then
+        the lowest metric), else the lowest metric."""
         def order(item):
             config, outcome = item
-            return (not outcome.passed, len(config) if outcome.passed else 0, outcome.metric)
+            changes, rungs = (len(config), sum(rung for _, rung in config)) if outcome.passed else (0, 0)
+            return (not outcome.passed, changes, rungs, outcome.metric)
         key, outcome = min(self.cache.items(), key=order)
         return dict(key), outcome
 
@@ -148,20 +156,24 @@ def raised(knobs: Sequence[Knob], level: int, base: Config) -> dict[str, int]:
 
 
 def search(strategy: str, knobs: Sequence[Knob], evaluate: Callable[[Config], Outcome], *, bound: float,
-           budget: int, attribute: Callable[[], Mapping[str, float]] | None = None,
-           start: Config | None = None) -> SearchResult:
+           budget: int, attribute: Attribute | None = None, start: Config | None = None,
+           predict: bool = True) -> SearchResult:
     """Find the fewest knob changes that bring the model within ``bound``, in ``budget`` trials.
 
-    ``attribute``: computes knob key -> its error (the attribution), called only once the model
-    as deployed is known to miss the bound; ``start``: a starting configuration.
+    ``attribute(rung)``: knob key -> its error with that knob alone at ``rung`` (the
+    attribution; rung 0 ranks, higher rungs predict which kept changes can be lowered), called
+    only once the model as deployed is known to miss the bound; ``start``: a starting
+    configuration; ``predict``: whether the scores are in the metric's units (rel_mse), so
+    they may predict where the bound falls (else they only rank: the prefix search starts at
+    one knob and pruning tries one change at a time).
     """
     if strategy not in STRATEGIES:
         raise InvalidArgument(f"unknown tuning strategy {strategy!r}; valid: {', '.join(STRATEGIES)}")
     check_budget(budget)
     started = time.perf_counter()
-    trials = Trials(knobs, evaluate, budget, bound)
+    trials = Trials(knobs, evaluate, budget, bound, predict)
     try:
-        status = _prelude_and_search(strategy, trials, list(knobs), dict(start or {}), attribute or dict)
+        status = _prelude_and_search(strategy, trials, list(knobs), dict(start or {}), attribute or _no_scores)
     except BudgetSpent:
         status = BUDGET_SPENT
     config, outcome = trials.best()
@@ -180,19 +192,22 @@ def check_budget(budget: object) -> int:
     return budget
 
 
+def _no_scores(rung: int) -> dict[str, float]:
+    return {}
+
+
 def _prelude_and_search(strategy: str, trials: Trials, knobs: list[Knob], start: Config,
-                        attribute: Callable[[], Mapping[str, float]]) -> str:
+                        attribute: Attribute) -> str:
     if trials.run({}, "as deployed"):
         return WITHIN_BOUND
-    scores = attribute()
     if start and trials.run(start, "starting config"):
-        _prune(trials, start, scores)
+        _prune(trials, start, attribute)
         return TUNED
     level = _passing_level(trials, knobs, start)
     if level is None:
         return IMPOSSIBLE
     {"attribution": _attribution, "bisection": _bisection, "greedy": _greedy}[strategy](
-        trials, knobs, start, level, scores)
+        trials, knobs, start, level, attribute)
     return TUNED
 
 
@@ -223,13 +238,13 @@ def _smallest_passing_prefix(trials: Trials, ordered: list[Knob], level: int, ba
     return _bisect(lambda middle: trials.run(raised(ordered[:middle], level, base), phase), failing, passing)
 
 
-def _attribution(trials: Trials, knobs: list[Knob], start: Config, level: int, scores: Mapping[str, float],
-                 ) -> None:
+def _attribution(trials: Trials, knobs: list[Knob], start: Config, level: int, attribute: Attribute) -> None:
     """Rank by own error, find the smallest passing top-k, prune, then lower rungs."""
+    scores = attribute(0)
     ranked = sorted(knobs, key=lambda knob: -scores.get(knob.key, 0.0))  # stable: model order on ties
-    k = _smallest_passing_prefix(trials, ranked, level, start, _predicted_cut(ranked, scores, trials.bound),
-                                 "ranked prefix")
-    _prune(trials, raised(ranked[:k], level, start), scores)
+    first = _predicted_cut(ranked, scores, trials.bound) if trials.predict else 1
+    k = _smallest_passing_prefix(trials, ranked, level, start, first, "ranked prefix")
+    _prune(trials, raised(ranked[:k], level, start), attribute)
 
 
 def _predicted_cut(ranked: list[Knob], scores: Mapping[str, float], bound: float) -> int:
@@ -240,21 +255,50 @@ def _predicted_cut(ranked: list[Knob], scores: Mapping[str, float], bound: float
     return next((k for k in range(1, len(ranked) + 1) if math.sqrt(sum(energies[k:])) <= bound), len(ranked))
 
 
-def _prune(trials: Trials, config: Config, scores: Mapping[str, float]) -> dict[str, int]:
-    """Drop each change not needed (least attributed first), then lower each kept one a rung
-    at a time while the bound holds."""
-    kept = dict(config)
-    for key in sorted(kept, key=lambda key: scores.get(key, 0.0)):
-        without = {k: r for k, r in kept.items() if k != key}
-        if trials.run(without, "prune"):
-            kept = without
-    for key in sorted(kept, key=lambda key: scores.get(key, 0.0)):
-        while kept[key] > 1 and trials.run({**kept, key: kept[key] - 1}, "lower rung"):
-            kept[key] -= 1
-    return kept
+def _prune(trials: Trials, config: Config, attribute: Attribute) -> dict[str, int]:
+    """Drop the changes the scores say may not be needed, then lower each kept one a rung
+    (float -> int16, 31 -> 16 bits) where the scores say it may hold; both in groups
+    (``_guided_moves``)."""
+    scores = attribute(0)
+    kept = _guided_moves(trials, dict(config), {key: (0, scores.get(key, 0.0)) for key in config}, "prune")
+    lowerable = [key for key, rung in kept.items() if rung > 1]
+    rung_scores = {rung: attribute(rung) for rung in {kept[key] - 1 for key in lowerable}}
+    return _guided_moves(trials, kept, {key: (kept[key] - 1, rung_scores[kept[key] - 1].get(key, 0.0))
+                                        for key in lowerable}, "lower rung")
 
 
-def _bisection(trials: Trials, knobs: list[Knob], start: Config, level: int, scores: Mapping[str, float]) -> None:
+def _guided_moves(trials: Trials, kept: dict[str, int], moves: Mapping[str, tuple[int, float]],
+                  phase: str) -> dict[str, int]:
+    """Apply as many ``moves`` (knob key -> (the rung it would go to, that knob's error there))
+    as keep the bound. The scores predict a move's cost: errors add in energy, so a move takes
+    the measured metric ``m`` to about ``sqrt(m**2 + error**2)``. Moves predicted to break the
+    bound are not tried; the others are tried together, cheapest first, as many as the
+    prediction allows, halving the group when it fails; a single move that fails is kept out.
+    Without predictions (``trials.predict`` false), one move at a time, cheapest first."""
+    error = {key: score if math.isfinite(score) else math.inf for key, (_, score) in moves.items()}
+    candidates = sorted(moves, key=error.__getitem__)
+    while True:
+        energy = trials.metric(kept) ** 2
+        group = [] if trials.predict else candidates[:1]
+        for key in candidates if trials.predict else ():
+            energy += error[key] ** 2
+            if math.sqrt(energy) > trials.bound:
+                break
+            group.append(key)
+        if not group:
+            return kept
+        while True:
+            moved = {**kept, **{key: moves[key][0] for key in group}}
+            if trials.run(moved, phase):
+                kept = {key: rung for key, rung in moved.items() if rung > 0}
+                break
+            if len(group) == 1:
+                break
+            group = group[:len(group) // 2]
+        candidates = [key for key in candidates if key not in group]
+
+
+def _bisection(trials: Trials, knobs: list[Knob], start: Config, level: int, attribute: Attribute) -> None:
     """Polygraphy-style: the smallest passing model-order prefix, then the latest start of a
     window ending there that still passes."""
     end = _bisect(lambda k: trials.run(raised(knobs[:k], level, start), "bisect end"), 0, len(knobs))
@@ -274,7 +318,7 @@ def _bisect(passes: Callable[[int], bool], failing: int, passing: int) -> int:
     return passing
 
 
-def _greedy(trials: Trials, knobs: list[Knob], start: Config, level: int, scores: Mapping[str, float]) -> None:
+def _greedy(trials: Trials, knobs: list[Knob], start: Config, level: int, attribute: Attribute) -> None:
     """Neural Compressor-style: raise one more knob, in model order, until the bound holds."""
     for count in range(1, len(knobs) + 1):
         if trials.run(raised(knobs[:count], level, start), "greedy"):

@@ -71,10 +71,12 @@ class TrainingProblem:
         verdict = compare(self.device_gradients(bits), self.reference, mode="cnml", tolerance=self.bound)
         return judged(verdict, self.bound)
 
-    def scores(self) -> dict[str, float]:
-        """Knob key -> the worst rel_mse of the layer's own parameters' gradients in the all-8-bit
-        step (the last layers' are their own; earlier ones add what the backward inherits)."""
-        gradients = self.device_gradients({})
+    def scores(self, rung: int = 0) -> dict[str, float]:
+        """Knob key -> the worst rel_mse of the layer's own parameters' gradients in the step with
+        every layer at ``rung`` (8 bits at rung 0; the last layers' errors are their own, earlier
+        ones add what the backward inherits)."""
+        bits = BITS_LADDER[min(rung, len(BITS_LADDER) - 1)]
+        gradients = self.device_gradients({name: bits for name in self.layer_names()} if rung else {})
         scores: dict[str, float] = {}
         for name, grad in gradients.items():
             layer = name.rpartition(".")[0]

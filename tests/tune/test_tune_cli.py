@@ -27,17 +27,37 @@ def test_the_written_answer_reproduces_the_passing_run_in_a_fresh_process(tmp_pa
     training = tmp_path / "training"
     assert main(["tune", str(TOY_SCRIPT), "--mode", "training", "--out", str(training), "--budget", "12"]) == 0
     assert json.loads((training / "bits.json").read_text())["layers"]  # 8 bits everywhere breaks the bound
+    task = tmp_path / "task"
+    assert main(["tune", str(_many_samples_script(tmp_path)), "--target", "mlu:cnnl", "--out", str(task),
+                 "--task", "top1_agreement:0.99:0.05"]) == 0
+    assert "(1 - top1_agreement" in capsys.readouterr().out
+    assert json.loads((task / "qconfig.json").read_text())["layers"] == {"fc2": "int16", "fc4": "int16"}
     # the same generated cases with the untuned settings (every layer int8 / 8 bits) must fail
     untuned = _untuned(out, tmp_path / "untuned", "qconfig.json", {"layers": {}, "iteration": 2})
     untuned_training = _untuned(training, tmp_path / "untuned_training", "bits.json",
                                 {"bitwidth": 8, "steps_per_epoch": 1, "layers": {}})
+    untuned_task = _untuned(task, tmp_path / "untuned_task", "qconfig.json", {"layers": {}, "iteration": 2})
     ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA",
                           "--import-mode=importlib", *(str(d / "test_tuned.py") for d in
-                                                       (out, training, untuned, untuned_training))],
+                                                       (out, training, task, untuned, untuned_training,
+                                                        untuned_task))],
                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert "2 failed, 2 passed" in ran.stdout, ran.stdout[-3000:]
-    assert "PASSED tuned/test_tuned.py" in ran.stdout and "PASSED training/test_tuned.py" in ran.stdout
-    assert "FAILED untuned/test_tuned.py" in ran.stdout and "FAILED untuned_training/test_tuned.py" in ran.stdout
+    assert "3 failed, 3 passed" in ran.stdout, ran.stdout[-3000:]
+    for passing in ("tuned", "training", "task"):
+        assert f"PASSED {passing}/test_tuned.py" in ran.stdout
+    for failing in ("untuned", "untuned_training", "untuned_task"):
+        assert f"FAILED {failing}/test_tuned.py" in ran.stdout
+    assert "task top1_agreement" in ran.stdout  # the task gate, not rel_mse, failed the untuned task case
+
+
+def _many_samples_script(directory: Path) -> Path:
+    """The toy judged on 400 samples (enough for a top-1 gate sized for a 5 % drop)."""
+    script = directory / "toy_400.py"
+    script.write_text(f"import runpy\nimport torch\ntoy = runpy.run_path({str(TOY_SCRIPT)!r})\n"
+                      "model, calibration_inputs = toy['model'], toy['calibration_inputs']\n"
+                      "def eval_inputs():\n"
+                      "    return torch.randn(400, 32, generator=torch.Generator().manual_seed(5))\n")
+    return script
 
 
 def _untuned(tuned, directory, name, setting):
@@ -50,6 +70,12 @@ def _untuned(tuned, directory, name, setting):
     (["--budget", "0"], "the trial budget must be an integer >= 1, got 0"),
     (["--budget", "-2"], "the trial budget must be an integer >= 1, got -2"),
     (["--start", "START"], "the starting config names 'fc7', not layers or fused ops of the model"),
+    (["--task", "top1_agreement:0.99"], "the judged batch: task top1_agreement: 16 samples are too few for its error budget"),
+    (["--task", "top1_agreement:high"], "--task 'top1_agreement:high': expected METRIC:REFERENCE[:EFFECT]"),
+    (["--task", "top5:0.9"], "task metric 'top5' is unknown; valid: accuracy, top1_agreement"),
+    (["--task", "accuracy:0.9"], "--task accuracy needs the true labels: model script"),
+    (["--task", "top1_agreement:0.9", "--bound", "0.01"], "--task and --bound exclude each other"),
+    (["--task", "top1_agreement:0.9", "--mode", "training"], "--task judges inference"),
 ])
 def test_bad_input_is_exit_2_naming_it_and_writes_nothing(tmp_path, capsys, arguments, message):
     start = tmp_path / "start.json"
