@@ -12,7 +12,7 @@ from mluverify.core.task import Task
 from mluverify.errors import InvalidArgument
 from mluverify.tune._inference import FUSION_LADDER, PRECISION_LADDER, Deployment, InferenceProblem
 from mluverify.tune._search import (
-    BUDGET_SPENT, IMPOSSIBLE, WITHIN_BOUND, Config, Knob, SearchResult, check_budget, search)
+    BUDGET_SPENT, IMPOSSIBLE, WITHIN_BOUND, Config, Knob, SearchResult, check_budget, no_scores, search)
 from mluverify.tune._training import TrainingProblem
 
 DEFAULT_BOUND = 0.02  # the cnml policy: fused and quantized models within 2 % rel_mse
@@ -157,7 +157,7 @@ class _Attribution:
     them), kept with the time they took; ``scores``: rung 0's, the ranking."""
 
     def __init__(self, strategy: str, compute: Callable[[int], dict[str, float]]) -> None:
-        self.compute = compute if strategy == "attribution" else _nothing
+        self.compute = compute if strategy == "attribution" else no_scores
         self.by_rung: dict[int, dict[str, float]] = {}
         self.seconds = 0.0
 
@@ -171,10 +171,6 @@ class _Attribution:
             self.by_rung[rung] = self.compute(rung)
             self.seconds += time.perf_counter() - started
         return self.by_rung[rung]
-
-
-def _nothing(rung: int) -> dict[str, float]:
-    return {}
 
 
 def tune_training(model: nn.Module, inputs: Any, target: Any, loss: Callable, *, bound: float = DEFAULT_BOUND,

@@ -173,7 +173,7 @@ def search(strategy: str, knobs: Sequence[Knob], evaluate: Callable[[Config], Ou
     started = time.perf_counter()
     trials = Trials(knobs, evaluate, budget, bound, predict)
     try:
-        status = _prelude_and_search(strategy, trials, list(knobs), dict(start or {}), attribute or _no_scores)
+        status = _prelude_and_search(strategy, trials, list(knobs), dict(start or {}), attribute or no_scores)
     except BudgetSpent:
         status = BUDGET_SPENT
     config, outcome = trials.best()
@@ -192,7 +192,8 @@ def check_budget(budget: object) -> int:
     return budget
 
 
-def _no_scores(rung: int) -> dict[str, float]:
+def no_scores(rung: int) -> dict[str, float]:
+    """The attribution of a strategy that uses none."""
     return {}
 
 
