@@ -3,7 +3,7 @@ terms (qconfig ``layers``, ``DEBUG_FORCED_FALLBACK_OPS``; per-layer ``adaptive_q
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import torch.nn as nn
@@ -140,9 +140,7 @@ def _task_data(problem: InferenceProblem) -> dict[str, Any] | None:
         return None
     task, gate = problem.task, problem.gate
     return {"metric": task.metric, "reference": task.reference, "float32_reference": gate.float32_reference,
-            "budget": {"alpha": gate.budget.alpha, "beta": gate.budget.beta,
-                       "effect_share": gate.budget.effect_share},
-            "samples": gate.samples, "threshold": gate.threshold}
+            "budget": asdict(gate.budget), "samples": gate.samples, "threshold": gate.threshold}
 
 
 def _inference_scores(problem: InferenceProblem, knobs: Sequence[Knob], rung: int) -> dict[str, float]:

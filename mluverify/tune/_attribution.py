@@ -82,7 +82,7 @@ def attribution_scores(problem: InferenceProblem, layers: Sequence[str], ops: Se
         scores = {f"layer:{name}": error for name, error in layer_output_errors(problem, layers).items()}
         scores.update({f"op:{op}": error for op, error in op_own_errors(problem, ops).items()})
         return scores
-    dtype = PRECISION_LADDER[min(rung, len(PRECISION_LADDER) - 1)]
+    dtype = PRECISION_LADDER[rung]
     if dtype == "float":
         return {}
     return {f"layer:{name}": error for name, error in layer_output_errors(problem, layers, dtype).items()}

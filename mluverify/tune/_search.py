@@ -20,6 +20,7 @@ model order until the bound holds.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass, field
@@ -117,7 +118,7 @@ class Trials:
 
     def run(self, config: Config, phase: str) -> bool:
         """Whether ``config`` is within the bound (one trial unless already run)."""
-        config = {key: rung for key, rung in config.items() if rung > 0}
+        config = changed(config)
         key = frozenset(config.items())
         if key not in self.cache:
             if len(self.trials) >= self.budget:
@@ -131,7 +132,7 @@ class Trials:
 
     def metric(self, config: Config) -> float:
         """The measured metric of a configuration already run."""
-        return self.cache[frozenset((key, rung) for key, rung in config.items() if rung > 0)].metric
+        return self.cache[frozenset(changed(config).items())].metric
 
     def named(self, config: Config) -> dict[str, str]:
         return {key: str(self.knobs[key].ladder[rung]) for key, rung in sorted(config.items()) if rung > 0}
@@ -145,6 +146,11 @@ class Trials:
             return (not outcome.passed, changes, rungs, outcome.metric)
         key, outcome = min(self.cache.items(), key=order)
         return dict(key), outcome
+
+
+def changed(config: Config) -> dict[str, int]:
+    """``config`` without its knobs at rung 0 (the same setting, as the cache keys it)."""
+    return {key: rung for key, rung in config.items() if rung > 0}
 
 
 def raised(knobs: Sequence[Knob], level: int, base: Config) -> dict[str, int]:
@@ -278,25 +284,35 @@ def _guided_moves(trials: Trials, kept: dict[str, int], moves: Mapping[str, tupl
     Without predictions (``trials.predict`` false), one move at a time, cheapest first."""
     error = {key: score if math.isfinite(score) else math.inf for key, (_, score) in moves.items()}
     candidates = sorted(moves, key=error.__getitem__)
+    while group := _next_group(trials, kept, candidates, error):
+        kept, done = _largest_passing_half(trials, kept, group, moves, phase)
+        candidates = [key for key in candidates if key not in done]
+    return kept
+
+
+def _next_group(trials: Trials, kept: Config, candidates: list[str], error: Mapping[str, float]) -> list[str]:
+    """The moves to try together next: the cheapest candidates whose errors, added in energy
+    to the measured metric, the prediction keeps within the bound (the cheapest one alone
+    without predictions)."""
+    if not trials.predict:
+        return candidates[:1]
+    room = trials.bound ** 2 - trials.metric(kept) ** 2
+    spent = itertools.accumulate(error[key] ** 2 for key in candidates)
+    return [key for key, energy in zip(candidates, spent) if energy <= room]
+
+
+def _largest_passing_half(trials: Trials, kept: dict[str, int], group: list[str],
+                          moves: Mapping[str, tuple[int, float]], phase: str) -> tuple[dict[str, int], list[str]]:
+    """Try ``group``'s moves together, halving the group (cheapest half kept) until it passes
+    or a single move fails: the setting then kept, and the moves settled (applied, or the one
+    that failed)."""
     while True:
-        energy = trials.metric(kept) ** 2
-        group = [] if trials.predict else candidates[:1]
-        for key in candidates if trials.predict else ():
-            energy += error[key] ** 2
-            if math.sqrt(energy) > trials.bound:
-                break
-            group.append(key)
-        if not group:
-            return kept
-        while True:
-            moved = {**kept, **{key: moves[key][0] for key in group}}
-            if trials.run(moved, phase):
-                kept = {key: rung for key, rung in moved.items() if rung > 0}
-                break
-            if len(group) == 1:
-                break
-            group = group[:len(group) // 2]
-        candidates = [key for key in candidates if key not in group]
+        moved = {**kept, **{key: moves[key][0] for key in group}}
+        if trials.run(moved, phase):
+            return changed(moved), group
+        if len(group) == 1:
+            return kept, group
+        group = group[:len(group) // 2]
 
 
 def _bisection(trials: Trials, knobs: list[Knob], start: Config, level: int, attribute: Attribute) -> None:

@@ -75,7 +75,7 @@ class TrainingProblem:
         """Knob key -> the worst rel_mse of the layer's own parameters' gradients in the step with
         every layer at ``rung`` (8 bits at rung 0; the last layers' errors are their own, earlier
         ones add what the backward inherits)."""
-        bits = BITS_LADDER[min(rung, len(BITS_LADDER) - 1)]
+        bits = BITS_LADDER[rung]
         gradients = self.device_gradients({name: bits for name in self.layer_names()} if rung else {})
         scores: dict[str, float] = {}
         for name, grad in gradients.items():
