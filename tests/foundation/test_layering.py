@@ -211,3 +211,12 @@ def test_no_module_imports_from_a_higher_layer():
                  for importer, imported, where in import_edges()
                  if layer(imported) not in MAY_IMPORT[layer(importer)]]
     assert not offending, "imports from a higher layer:\n" + "\n".join(offending)
+
+
+def test_no_package_archive_is_committed():
+    """Dependencies install from the registry (pyproject.toml); a wheel or sdist in the tree is
+    a stray copy that drifts from the declared version."""
+    root = Path(mluverify.__file__).resolve().parents[1]
+    tracked = subprocess.run(["git", "ls-files", "*.whl", "*.tar.gz", "*.zip", "*.egg"], cwd=root,
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert tracked == []
