@@ -3,7 +3,7 @@
 Per op x target x dtype x metric, from the *judged* cases only (status passed, failed or
 waived: an errored case, or one that did not run on the device, has no value that says
 anything about a bound): observed quantiles, the bound, the headroom ``bound / max passing
-value``, a recommended bound and a verdict (``VERDICTS``):
+raw value``, a recommended bound and a verdict (``VERDICTS``):
 
 - ``exact``: every case of the group is bit-identical (``max_abs == 0``; for the ``exact``
   metric, no element differs): recommend the ``exact`` policy rather than a bound. A judged
@@ -16,14 +16,16 @@ value``, a recommended bound and a verdict (``VERDICTS``):
 - ``too loose``: passing headroom > ``LOOSE_HEADROOM`` (100): a real regression would pass;
 - ``ok`` otherwise; ``no data`` when no case was judged.
 
-The recommended bound comes from raw errors: the largest passing *raw* value (a rel_mse the eps
-rule zeroed, column ``eps_zeroed``, is replaced by the record's ``raw_rel_mse``; records older
-than schema version 4 get both from ``sqnr_db`` when loaded; the other metrics have no eps rule) times the safety factor, never below the largest golden ``reference_error`` of the
-group (what the CPU reference itself misses by), rounded *up* to ``SIGNIFICANT_DIGITS`` (2)
-significant digits: 0.001234 x 2 = 0.002468 -> 0.0025. Beside it, ``eps_zeroed`` counts the
-cases whose judged rel_mse the eps rule turned to 0 though the raw one is not, and
-``max_passing`` keeps the largest judged value. ``admits`` lists every failing case whose
-judged value the recommended bound would let through.
+The headroom (so the verdicts) and the recommended bound come from raw errors: the largest
+passing *raw* value (a rel_mse the eps rule zeroed, column ``eps_zeroed``, is replaced by the
+record's ``raw_rel_mse``; records older than schema version 4 get both from ``sqnr_db`` when
+loaded; the other metrics have no eps rule). The headroom is the bound over it; the
+recommendation is it times the safety factor, never below the largest golden
+``reference_error`` of the group (what the CPU reference itself misses by), rounded *up* to
+``SIGNIFICANT_DIGITS`` (2) significant digits: 0.001234 x 2 = 0.002468 -> 0.0025. Beside it,
+``eps_zeroed`` counts the cases whose judged rel_mse the eps rule turned to 0 though the raw
+one is not, and ``max_passing`` keeps the largest judged value. ``admits`` lists every failing
+case whose judged value the recommended bound would let through.
 
 Asked with known-bad variants (``separation``: the records of runs that must fail, e.g. with
 planted bugs), the audit also says per op x target x dtype which metric separates the passing
@@ -61,7 +63,8 @@ WORST_COLUMNS = GROUP + ["run_id", "case_id", "status", "shape", "value", "bound
 LEGEND = (f"Only judged cases (passed, failed, waived) count. exact: every case bit-identical (max_abs 0), "
           f"use the exact policy; failing: cases fail, the recommendation comes from passing cases only "
           f"and admits lists every failure it would let through; too tight: passing headroom < "
-          f"{TIGHT_HEADROOM:g}; too loose: headroom > {LOOSE_HEADROOM:g}. Recommended bound: largest "
+          f"{TIGHT_HEADROOM:g}; too loose: headroom > {LOOSE_HEADROOM:g} (headroom: bound / largest passing "
+          f"raw value, the eps rule's zeroing undone). Recommended bound: largest "
           f"passing raw value (rel_mse without the eps rule) x safety factor, at least the golden "
           f"reference_error, rounded up to {SIGNIFICANT_DIGITS} significant digits; eps_zeroed: cases "
           f"the eps rule judged 0 though their raw error is not. "
@@ -116,9 +119,11 @@ def group_audit(judged: "pd.DataFrame", safety_factor: float) -> "pd.DataFrame":
     table["max"] = groups["value"].max()
     table["max_passing"] = groups["passing_value"].max()
     table["bound"] = groups["bound"].max()
+    passing_raw = groups["passing_raw"].max()
+    # from the raw error: an eps-zeroed 0 under a bound says nothing about how loose it is
     with np.errstate(divide="ignore", invalid="ignore"):
-        table["headroom"] = table["bound"] / table["max_passing"]
-    table["max_passing_raw"] = groups["passing_raw"].max()
+        table["headroom"] = table["bound"] / passing_raw
+    table["max_passing_raw"] = passing_raw
     table["eps_zeroed"] = groups["eps_zeroed"].sum()
     from_raw = table["max_passing_raw"].to_numpy() * safety_factor
     # fmax: a group without golden results keeps the raw recommendation

@@ -54,8 +54,8 @@ def status_rank(status: "pd.Series") -> "pd.Series":
 def summarize(frame: "pd.DataFrame") -> "pd.DataFrame":
     """Per op x target x dtype x metric: cases, the worst status present (first in
     ``STATUSES``), one count per status, pass rate (passed / cases), median / p99 / max of the
-    judged metric, bound (the largest, should a group hold several), minimum headroom, cases
-    with CPU fallbacks. ``eps_zeroed`` counts the cases whose rel_mse Cambricon's eps rule
+    judged metric, bound (the largest, should a group hold several), minimum headroom (from the
+    raw value where the eps rule zeroed it), cases with CPU fallbacks. ``eps_zeroed`` counts the cases whose rel_mse Cambricon's eps rule
     judged 0, and ``raw_max`` is the largest value without that rule (the raw rel_mse of those
     cases, the judged value of the others): a group whose median and max are 0 is exact only
     where ``raw_max`` is 0 too. Lowest pass rate first."""
@@ -66,6 +66,8 @@ def summarize(frame: "pd.DataFrame") -> "pd.DataFrame":
         fell_back=frame["fallback_ops"].fillna("").astype(str).str.len() > 0,
         eps_zeroed=zeroed,
         raw_value=frame["value"].where(~zeroed, frame["raw_rel_mse"]),
+        # an eps-zeroed 0 has infinite headroom: the raw error says how close to the bound it is
+        raw_headroom=frame["headroom"].where(~zeroed, frame["bound"] / frame["raw_rel_mse"]),
         **{status: frame["status"] == status for status in STATUSES},
     )
     groups = work.groupby(GROUP, sort=True, dropna=False)
@@ -77,7 +79,7 @@ def summarize(frame: "pd.DataFrame") -> "pd.DataFrame":
         raw_max=("raw_value", "max"),
         eps_zeroed=("eps_zeroed", "sum"),
         bound=("bound", "max"),
-        min_headroom=("headroom", "min"),
+        min_headroom=("raw_headroom", "min"),
         fallbacks=("fell_back", "sum"),
     )
     present = summary[list(STATUSES)].to_numpy() > 0

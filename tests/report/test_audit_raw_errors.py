@@ -93,3 +93,23 @@ def test_records_older_than_version_4_get_their_raw_values_from_sqnr_db(tmp_path
     assert math.isnan(loaded.loc["softmax", "ulp_max"])  # never measured: absent, not 0
     groups = audit_runs([loaded.reset_index()]).groups.set_index("op")
     assert groups.loc["softmax", "verdict"] != "exact" and groups.loc["softmax", "max_passing_raw"] == pytest.approx(ONE_ULP)
+
+
+def test_verdict_and_headroom_follow_the_raw_error_not_the_eps_zeroed_value():
+    # a 1 % planted gelu bug on mlu:cnml: the eps rule judged its rel_mse 0, its raw rel_mse is
+    # 0.01 under the 0.02 bound: headroom 2, "ok", not an infinite headroom and "too loose"
+    rows = [make_record(f"gelu[{i}]", 0.0, op="gelu", target="mlu:cnml", bound=0.02, max_abs=1e-3,
+                        raw_rel_mse=0.01, eps_zeroed=True) for i in range(3)]
+    gelu = audit_runs([as_frame(rows)]).groups.set_index("op").loc["gelu"]
+    assert (gelu["max_passing"], gelu["max_passing_raw"]) == (0.0, 0.01)
+    assert gelu["headroom"] == pytest.approx(2.0)
+    assert gelu["verdict"] == "ok" and gelu["recommended_bound"] == 0.02
+
+
+def test_the_summarys_min_headroom_follows_the_raw_error():
+    from mluverify.report.tables import summarize
+
+    rows = [make_record("gelu[1]", 0.0, op="gelu", bound=0.02, raw_rel_mse=0.01, eps_zeroed=True),
+            make_record("gelu[2]", 0.001, op="gelu", bound=0.02, raw_rel_mse=0.001, eps_zeroed=False)]
+    summary = summarize(as_frame(rows)).set_index("op")
+    assert summary.loc["gelu", "min_headroom"] == pytest.approx(2.0)  # 0.02 / raw 0.01, not 0.02 / 0 = inf
