@@ -112,7 +112,7 @@ def _refuse_incomplete(source: Path, frame) -> None:
 
     completeness = completeness_of(read_metadata(source), frame)
     if not completeness.complete:
-        raise RecordsError(f"{source} is an {completeness.headline}; finish a full run, or pass "
+        raise RecordsError(f"{source} is {completeness.headline}; finish a full run, or pass "
                            f"--allow-incomplete")
 
 

@@ -256,8 +256,8 @@ class PytestRun:
         baseline)."""
         from mluverify.report.records import read_metadata, write_metadata, write_selected
 
-        ended = self.completeness.as_metadata() | {"interrupted": self.completeness.reason == INTERRUPTED}
-        write_metadata(staging, {**read_metadata(staging), **ended})
+        ended = self.completeness.stated_in(read_metadata(staging))
+        write_metadata(staging, ended | {"interrupted": self.completeness.reason == INTERRUPTED})
         if self._partial_selection() is not None:
             write_selected(staging, self.selected)
 

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 KILLED = "killed: the run ended before it finished (no end was recorded)"
 INTERRUPTED = "interrupted (Ctrl-C or a signal stopped pytest)"
+# The keys of run.json a completeness owns (``RunCompleteness.as_metadata``).
+KEYS = ("complete", "tests_collected", "tests_run", "incomplete_reason")
 
 
 @dataclass(frozen=True)
@@ -33,18 +35,26 @@ class RunCompleteness:
     @property
     def headline(self) -> str:
         """``incomplete: 18 of 40 tests (interrupted ...)``, or ``""`` for a complete run."""
-        if self.complete:
-            return ""
+        return f"incomplete: {self.detail}" if not self.complete else ""
+
+    @property
+    def detail(self) -> str:
+        """What ran and why not all of it: ``18 of 40 tests (interrupted ...)``."""
         counted = "" if self.tests_run is None else (
-            f" {self.tests_run} of {self.tests_collected} tests" if self.tests_collected is not None
-            else f" {self.tests_run} tests")
-        return f"incomplete:{counted} ({self.reason})"
+            f"{self.tests_run} of {self.tests_collected} tests " if self.tests_collected is not None
+            else f"{self.tests_run} tests ")
+        return f"{counted}({self.reason})"
 
     def as_metadata(self) -> dict[str, Any]:
-        """The keys this writes into ``run.json``."""
+        """The keys (of ``KEYS``) this writes into ``run.json``."""
         fields = {"complete": self.complete, "tests_collected": self.tests_collected, "tests_run": self.tests_run,
                   "incomplete_reason": self.reason}
         return {key: value for key, value in fields.items() if value is not None and value != ""}
+
+    def stated_in(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """``metadata`` (a ``run.json``) with this completeness in place of the one it stated:
+        a run that reached its end keeps no reason its claim gave for being incomplete."""
+        return {**{key: value for key, value in metadata.items() if key not in KEYS}, **self.as_metadata()}
 
 
 def at_claim(tests_collected: int) -> RunCompleteness:
@@ -86,4 +96,5 @@ def merged(parts: Iterable[RunCompleteness]) -> RunCompleteness:
     incomplete = [part for part in parts if not part.complete]
     if not incomplete:
         return RunCompleteness(True)
-    return RunCompleteness(False, f"{len(incomplete)} of {len(parts)} merged runs incomplete: {incomplete[0].headline}")
+    return RunCompleteness(False, f"{len(incomplete)} of {len(parts)} merged runs incomplete, the first: "
+                                  f"{incomplete[0].detail}")

@@ -102,9 +102,9 @@ def _merged_metadata(runs: list[Path], metadata: list[dict[str, Any]]) -> dict[s
     where each part came from."""
     import uuid
 
-    from mluverify.report.completeness import completeness_of, merged
+    from mluverify.report.completeness import KEYS, completeness_of, merged
 
-    per_run = ("finished", "baseline", "interrupted", "complete", "incomplete_reason", "tests_run", "tests_collected")
+    per_run = ("finished", "baseline", "interrupted", *KEYS)
     first = {key: value for key, value in metadata[0].items() if key not in per_run}
     starts = [meta["started"] for meta in metadata if meta.get("started")]
     return {

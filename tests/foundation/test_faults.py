@@ -143,7 +143,7 @@ def test_sigint_mid_run_reports_what_ran_and_is_no_baseline(previous):
     assert_reported_incomplete(run, "incomplete: 3 of 6 tests (interrupted")
     refused = cli(pytester, "baseline", "update", "--from", str(run), "--to", str(pytester.path / "base"))
     assert refused.ret == 2
-    refused.stderr.fnmatch_lines(["*is an incomplete: 3 of 6 tests (interrupted*--allow-incomplete*"])
+    refused.stderr.fnmatch_lines(["*run is incomplete: 3 of 6 tests (interrupted*--allow-incomplete*"])
     taken = cli(pytester, "baseline", "update", "--from", str(run), "--to", str(pytester.path / "base"),
                 "--allow-incomplete")
     assert taken.ret == 0

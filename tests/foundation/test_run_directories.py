@@ -101,3 +101,14 @@ def test_a_foreign_directory_is_never_claimed(tmp_path):
     with pytest.raises(RecordsError, match="is not empty and holds no mluverify run"):
         RunDirectory(tmp_path / "mine").claim()
     assert sorted(os.listdir(tmp_path)) == ["mine"]
+
+
+def test_a_complete_run_states_no_reason_for_being_incomplete(pytester):
+    import json
+
+    pytester.makepyfile(test_add=SUITE.format(count=2))
+    assert run(pytester).ret == 0
+    metadata = json.loads((pytester.path / "run" / "run.json").read_text())
+    # the claim said "killed" until the end was recorded; the end replaces it, not sits beside it
+    assert (metadata["complete"], metadata["tests_run"], metadata["tests_collected"]) == (True, 3, 3)
+    assert "incomplete_reason" not in metadata

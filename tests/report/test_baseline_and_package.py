@@ -42,6 +42,17 @@ def test_an_empty_run_never_replaces_the_baseline(tmp_path):
     assert load(baseline)["case_id"].tolist() == ["old"]
 
 
+def test_an_incomplete_run_is_refused_in_plain_words(tmp_path):
+    from mluverify.report.completeness import INTERRUPTED, at_end
+    from mluverify.report.records import write_metadata
+
+    latest = write_run(tmp_path / "latest", [make_record("t[a]", 0.001)])
+    write_metadata(latest, at_end(1, 3, interrupted=True).as_metadata())
+    with pytest.raises(RecordsError) as refused:
+        update("--from", latest, "--to", tmp_path / "baseline")
+    assert str(refused.value).startswith(f"{latest} is incomplete: 1 of 3 tests ({INTERRUPTED}); finish a full run")
+
+
 def test_a_missing_run_is_named(tmp_path):
     with pytest.raises(RecordsError, match="nowhere is not a run directory"):
         update("--from", tmp_path / "nowhere", "--to", tmp_path / "baseline")

@@ -35,7 +35,15 @@ def test_runs_from_before_completeness_existed():
 def test_merged_runs_are_complete_only_if_each_was():
     assert merged([RunCompleteness(True), RunCompleteness(True)]).complete
     both = merged([RunCompleteness(True), at_end(1, 4, interrupted=True)])
-    assert not both.complete and both.reason.startswith("1 of 2 merged runs incomplete: incomplete: 1 of 4 tests")
+    assert not both.complete
+    assert both.headline == f"incomplete: (1 of 2 merged runs incomplete, the first: 1 of 4 tests ({INTERRUPTED}))"
+
+
+def test_a_completeness_replaces_the_one_stated_before():
+    claimed = {"run_id": "r", **at_claim(6).as_metadata()}
+    assert at_end(6, 6, interrupted=False).stated_in(claimed) == {
+        "run_id": "r", "complete": True, "tests_collected": 6, "tests_run": 6}
+    assert at_end(2, 6, interrupted=True).stated_in(claimed)["incomplete_reason"] == INTERRUPTED
 
 
 def test_an_incomplete_run_with_only_passes_is_amber_and_claims_no_pass():
