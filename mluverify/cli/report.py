@@ -35,13 +35,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if len(args.runs) > 1 and not args.merge:
         raise InvalidArgument(f"{len(args.runs)} runs given: pass --merge --out DIR to merge them, or one run")
-    if args.merge and (args.out is not None or len(args.runs) > 1):
+    runs = [_with_records(run_dir) for run_dir in args.runs]
+    if args.merge and (args.out is not None or len(runs) > 1):
         if args.out is None:
             raise InvalidArgument("--merge with several runs needs --out DIR, the merged run's directory")
-        return _merge_into(args.runs, args.out, args)
-    from mluverify.report.records import check_run_dir
+        return _merge_into(runs, args.out, args)
+    return _finish(runs[0], args)
 
-    return _finish(check_run_dir(args.runs[0]), args)
+
+def _with_records(run_dir: Path) -> Path:
+    """``run_dir`` if it holds records: its ``records.parquet``, or shards to merge (a killed
+    run). Without either it is refused, naming the file, before any page is written: its pages
+    are not rewritten as a run that verified nothing."""
+    from mluverify.errors import RecordsError
+    from mluverify.report.records import RECORDS_FILE, SHARD_DIR, check_run_dir
+    from mluverify.report.rundir import holds_records
+
+    run_dir = check_run_dir(run_dir)
+    if not holds_records(run_dir):
+        raise RecordsError(f"{run_dir / RECORDS_FILE} is missing and {run_dir / SHARD_DIR} holds no record to "
+                           f"merge: nothing to report (its pages were left as they are)")
+    return run_dir
 
 
 def _merge_into(sources: list[Path], out: Path, args: argparse.Namespace) -> int:

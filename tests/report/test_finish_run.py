@@ -88,3 +88,27 @@ def test_terminal_shows_the_first_findings_and_gate_md_all(tmp_path, report_pm):
     assert status == 1 and "FAILED (60 blocking findings)" in out
     assert out.count("| fails tolerance |") == 50 and "... and 10 more findings" in out
     assert (tmp_path / "gate.md").read_text().count("| fails tolerance |") == 60
+
+
+def test_report_without_records_exits_2_naming_the_file_and_keeps_the_pages(tmp_path, capsys):
+    from mluverify.cli import main
+
+    from mluverify.report.records import run_metadata, write_metadata
+
+    run = write_run(tmp_path / "run", [make_record("t[a]", 0.001)])
+    write_metadata(run, run_metadata("r1"))
+    assert main(["report", str(run)]) == 0
+    pages = {name: (run / name).read_bytes() for name in ("report.html", "summary.md", "summary.csv")}
+    (run / "records.parquet").unlink()
+    capsys.readouterr()
+    assert main(["report", str(run)]) == 2
+    assert f"{run / 'records.parquet'} is missing" in capsys.readouterr().err
+    assert {name: (run / name).read_bytes() for name in pages} == pages  # not rewritten as "nothing verified"
+
+
+def test_report_merges_the_shards_of_a_killed_run_without_records(tmp_path, capsys):
+    from mluverify.cli import main
+
+    write_shards(tmp_path / "run", [make_record("t[a]", 0.001), make_record("t[b]", 0.002)])
+    assert main(["report", str(tmp_path / "run")]) == 0
+    assert "2 comparisons in 2 cases: 2 passed" in capsys.readouterr().out
