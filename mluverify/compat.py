@@ -21,6 +21,7 @@ naming both. ``exec_script`` runs a script as ``__main__`` with the finder insta
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -29,7 +30,7 @@ import os
 import runpy
 import sys
 import types
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from mluverify.errors import InvalidArgument
 
@@ -124,17 +125,28 @@ def exec_script(path: str | os.PathLike, argv: Sequence[str] = ()) -> int:
     if not os.path.isfile(path):
         raise InvalidArgument(f"script {path!r} does not exist or is not a file")
     install()
-    saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
+    saved_argv = sys.argv
     sys.argv = [path, *argv]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
-        runpy.run_path(path, run_name="__main__")
+        with script_folder_on_path(path):
+            runpy.run_path(path, run_name="__main__")
     except SystemExit as exc:
         return _exit_code(exc.code)
     finally:
         sys.argv = saved_argv
-        sys.path.remove(os.path.dirname(os.path.abspath(path)))
     return 0
+
+
+@contextlib.contextmanager
+def script_folder_on_path(path: str | os.PathLike) -> Iterator[None]:
+    """Put the script's folder first on ``sys.path`` for the block, as ``python script.py``
+    does, so the script imports the modules beside it; removed after."""
+    folder = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        sys.path.remove(folder)
 
 
 def _exit_code(code: object) -> int:

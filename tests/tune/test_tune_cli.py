@@ -96,3 +96,32 @@ def test_a_script_without_the_names_is_exit_2_naming_them(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "defines no calibration_inputs(), eval_inputs()" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_script_imports_the_modules_beside_it(tmp_path):
+    """As ``python script.py`` (and ``mluverify exec`` / ``capture``): its folder is on sys.path
+    while it runs, and taken off after."""
+    from mluverify.tune._script import INFERENCE_NAMES, load_script
+
+    shutil.copy(TOY_SCRIPT, tmp_path / "tune_sibling_toy.py")
+    script = tmp_path / "uses_sibling.py"
+    script.write_text("from tune_sibling_toy import model, calibration_inputs, eval_inputs\n")
+    namespace = load_script(script, INFERENCE_NAMES)
+    assert namespace["eval_inputs"]().shape[-1] == 32
+    assert str(tmp_path) not in sys.path
+
+
+@pytest.mark.parametrize("source, where", [
+    ("import torch\n1 / 0\n", "ZeroDivisionError: division by zero (running it, line 2)"),
+    ("def model():\n    raise RuntimeError('no weights here')\n"
+     "def calibration_inputs():\n    return []\n"
+     "def eval_inputs():\n    return None\n", "RuntimeError: no weights here (model(), line 2)"),
+])
+def test_a_script_that_raises_is_exit_2_naming_it_without_a_traceback(tmp_path, capsys, source, where):
+    script = tmp_path / "broken.py"
+    script.write_text(source)
+    assert main(["tune", str(script), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"mluverify tune: error: model script {str(script)!r} raised {where}" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()
