@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Callable
 
 from mluverify.core.config import bounds_problem, out_of_bounds
@@ -17,10 +18,22 @@ def key_number(key: str) -> Callable[[str], float]:
 
 
 def bounded_number(low: float, high: float | None = None) -> Callable[[str], float]:
-    """The type of a numeric option that overrides no key: a number in ``[low, high]``."""
+    """The type of a numeric option that overrides no key: a finite number in ``[low, high]``."""
     def parse(text: str) -> float:
-        return _checked(text, out_of_bounds(_float(text), low, high), "")
+        value = _float(text)
+        # no upper bound is no licence for inf: a factor of inf makes every result inf
+        return _checked(text, "must be finite" if math.isinf(value) else out_of_bounds(value, low, high), "")
     return parse
+
+
+def worker_count(text: str) -> int | str:
+    """The type of ``--workers``: ``auto`` or a whole number >= 0 (0: no workers)."""
+    if text == "auto":
+        return text
+    if not text.isdigit():  # a sign, a fraction or a word
+        raise argparse.ArgumentTypeError(f"{text!r} is no worker count: pass a number >= 0 (0: none) or 'auto' "
+                                         f"(all cores)")
+    return int(text)
 
 
 def _float(text: str) -> float:

@@ -11,6 +11,7 @@ import argparse
 import os
 from pathlib import Path
 
+from mluverify.cli._options import worker_count
 from mluverify.core.config import load_settings
 from mluverify.errors import InvalidArgument
 from mluverify.project import find_rootdir, project_path, pyproject_of
@@ -25,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="target (repeatable); default: [tool.mluverify] targets")
     parser.add_argument("--report", default=None, metavar="DIR",
                         help="report directory (default: [tool.mluverify] report_dir); JUnit XML goes there too")
-    parser.add_argument("--workers", default="auto",
+    parser.add_argument("--workers", type=worker_count, default="auto",
                         help="pytest-xdist workers: a number, 'auto' (all cores) or 0 for none")
     parser.set_defaults(func=run)
 
@@ -41,7 +42,7 @@ def pytest_arguments(args: argparse.Namespace) -> list[str]:
     report = Path(args.report or project_path(root, load_settings(pyproject_of(root)).report_dir))
     # Written into the run while it is being built, so it is swapped in with the run.
     argv += [f"--mlu-report={report}", f"--junitxml={RunDirectory(report).staging / 'junit.xml'}"]
-    if str(args.workers) != "0":
+    if args.workers != 0:
         argv += ["-n", str(os.cpu_count() if args.workers == "auto" else args.workers)]
     return argv + list(getattr(args, "passthrough", []))
 

@@ -36,6 +36,10 @@ def test_arguments_after_double_dash_go_to_pytest(monkeypatch):
     (["diff", "a", "b", "--noise-floor", "nan"], "--noise-floor: nan must be >= 0"),
     (["diff", "a", "b", "--noise-floor", "tiny"], "--noise-floor: 'tiny' is not a number"),
     (["audit", "a", "--safety-factor", "-3"], "--safety-factor: -3 must be >= 1"),
+    (["audit", "a", "--safety-factor", "inf"], "--safety-factor: inf must be finite"),
+    (["audit", "a", "--safety-factor", "nan"], "--safety-factor: nan must be >= 1"),
+    (["run", "--workers", "-1"], "--workers: '-1' is no worker count: pass a number >= 0 (0: none) or 'auto'"),
+    (["run", "--workers", "many"], "--workers: 'many' is no worker count"),
 ])
 def test_a_bad_option_value_is_a_usage_error_naming_option_and_value(argv, named, capsys):
     from mluverify import cli
@@ -44,6 +48,13 @@ def test_a_bad_option_value_is_a_usage_error_naming_option_and_value(argv, named
         cli.main(argv)
     assert exited.value.code == 2
     assert named in capsys.readouterr().err
+
+
+def test_worker_counts_and_auto_are_accepted(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert pytest_arguments(parse("run", "--workers", "3", "--report", "out"))[-2:] == ["-n", "3"]
+    assert "-n" not in pytest_arguments(parse("run", "--workers", "0", "--report", "out"))
+    assert parse("run").workers == "auto"
 
 
 def test_an_option_at_its_keys_bound_is_accepted():
