@@ -41,6 +41,7 @@ CASE_SPEC = TableSpec(
     detail=(
         ("Judgement", ("status", "metric", "value", "bound", "headroom", "reason", "error", "kind", "leaf",
                        "tolerance_metric", "tolerance_bound", "tolerance_source")),
+        ("Worst elements (index: actual vs expected)", ("worst",)),
         ("Waiver", ("waiver_reason", "waiver_until")),
         ("Metrics", ("rel_mse", "raw_rel_mse", "eps_zeroed", "rae", "rma", "max_abs", "max_rel", "cosine",
                      "sqnr_db", "ulp_max", "ulp_p99", "nan_mismatch",

@@ -159,3 +159,15 @@ def test_audit_prints_a_summary_and_the_page_not_its_markdown(tmp_path, capsys):
     assert printed == ["mluverify audit: 1 groups: 1 too tight",
                        f"full page: {tmp_path / 'audit' / 'audit.html'} (also {tmp_path / 'audit' / 'audit.csv'}, "
                        f"{tmp_path / 'audit' / 'audit.md'})"]
+
+
+def test_a_failed_cases_detail_view_lists_its_worst_elements(frame, tmp_path):
+    worst = "(3,): 1.5 vs 1; (0,): 0.25 vs 0"  # what the record holds (``Record.worst``)
+    frame.loc[frame["case_id"] == "t[bad]", "worst"] = worst
+    mluverify_report(frame, tmp_path)
+    cases = table_payload((tmp_path / "report.html").read_text(), "cases")
+    column = cases["columns"].index("worst")
+    sections = {heading: columns for heading, columns in cases["detail"]}
+    assert sections["Worst elements (index: actual vs expected)"] == [column]
+    [row] = [row for row in cases["rows"] if row[cases["columns"].index("case_id")] == "t[bad]"]
+    assert row[column] == worst
