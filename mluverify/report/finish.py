@@ -49,15 +49,16 @@ def finish_run(run_dir: Path, *, pm: "pluggy.PluginManager", settings: "Settings
     the records cannot be merged or a report cannot be written (the shards stay in place).
     """
     from mluverify.report.completeness import completeness_of
-    from mluverify.report.records import read_metadata
+    from mluverify.report.records import CORRUPT_KEY, read_metadata
 
     run_dir = Path(run_dir)
     try:
         frame = _merge_and_load(run_dir)
-        completeness = completeness_of(read_metadata(run_dir), frame)
+        metadata = read_metadata(run_dir)
+        completeness, corrupt = completeness_of(metadata, frame), metadata.get(CORRUPT_KEY, [])
         refused = "" if completeness.complete or allow_incomplete else completeness.headline
         base, diff = _load_baseline(baseline, frame, run_dir, settings)
-        result = _gate(frame, base, settings, selected, refused, baseline) if gate else None
+        result = _gate(frame, base, settings, selected, refused, baseline, corrupt) if gate else None
         _stamp_finished(run_dir, baseline, completeness.complete)
         write_reports(run_dir, pm, frame=frame, gate=result, diff=diff)
         if result is not None:
@@ -65,9 +66,22 @@ def finish_run(run_dir: Path, *, pm: "pluggy.PluginManager", settings: "Settings
     except OSError as exc:  # a report writer's own file (a full disk, a read-only directory)
         raise RecordsError(f"cannot write the reports of {run_dir}: {exc}") from None
     shown = publish() if publish is not None else run_dir
+    for line in _corrupt_lines(corrupt, shown):
+        terminal_write(line)
     status = 0 if result is None else _print_gate(result, shown, terminal_write)
     terminal_write(_run_line(frame, result, shown, completeness))
     return 1 if refused else status
+
+
+def _corrupt_lines(corrupt: "Collection[str]", run_dir: Path) -> list[str]:
+    """What to print of the shard lines of ``run_dir`` that were no record: each, and where
+    they stay named."""
+    from mluverify.report.records import META_FILE
+
+    if not corrupt:
+        return []
+    return [f"mluverify: {len(corrupt)} shard line(s) held no record and were skipped (named in "
+            f"{Path(run_dir) / META_FILE}; each shard kept as *.corrupt):", *(f"  {entry}" for entry in corrupt)]
 
 
 def finish_empty_run(report_dir: Path, *, gate: bool, terminal_write: Callable[[str], None]) -> int:
@@ -132,13 +146,15 @@ def baseline_spread(baseline: Path, settings: "Settings") -> "Spread | None":
 
 
 def _gate(frame: "pd.DataFrame", base: "pd.DataFrame | None", settings: "Settings",
-          selected: "Collection[str] | None", incomplete: str, baseline: Path | None) -> "GateResult":
+          selected: "Collection[str] | None", incomplete: str, baseline: Path | None,
+          corrupt: "Collection[str]") -> "GateResult":
     from mluverify.report.gate import evaluate_gate
 
     return evaluate_gate(frame, base, regress_factor=settings.regress_factor, noise_floor=settings.noise_floor,
                          waivers=settings.waivers, allow=settings.allow, selected=selected, incomplete=incomplete,
                          stale_waivers=settings.gate_fail_on_stale,
-                         spread=baseline_spread(baseline, settings) if baseline is not None else None)
+                         spread=baseline_spread(baseline, settings) if baseline is not None else None,
+                         corrupt=list(corrupt))
 
 
 def _run_line(frame: "pd.DataFrame", gate: "GateResult | None", run_dir: Path,

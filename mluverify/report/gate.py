@@ -17,6 +17,8 @@ Rules (each finding names its rule):
 - ``missing``: a baseline case is absent from the run (only among the cases the run selected,
   when the caller says which: a ``-k`` subset is not a loss).
 - ``expired waiver``: a ``[tool.mluverify.waivers]`` entry is past its ``until`` date.
+- ``corrupt record``: a shard line of the run was no record (``corrupt``): what it held, a
+  failure maybe, is lost.
 - ``stale waiver`` (opt-in, ``stale_waivers``): a ``[tool.mluverify.waivers]`` entry covers no
   record of the run, or only passing cases.
 
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Collection, Mapping
+from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
 from mluverify.core.status import PASSED, WAIVED
 
@@ -62,14 +64,17 @@ def evaluate_gate(run: "pd.DataFrame", baseline: "pd.DataFrame | None" = None, *
                   regress_factor: float = 1.5, noise_floor: float = 1e-6,
                   waivers: "Mapping[str, Waiver] | None" = None, today: dt.date | None = None,
                   allow: Collection[str] = (), selected: Collection[str] | None = None,
-                  incomplete: str = "", stale_waivers: bool = False, spread: "Spread | None" = None) -> GateResult:
+                  incomplete: str = "", stale_waivers: bool = False, spread: "Spread | None" = None,
+                  corrupt: Sequence[str] = ()) -> GateResult:
     """Apply every gate rule to the records of ``run`` (against ``baseline`` when given);
     ``waivers`` maps case-id globs to waivers (``mluverify.core.expectations.parse_waivers``); ``allow``:
     statuses admitted; ``selected``: the case ids the run selected (None: all); ``incomplete``:
     why the run did not finish (a blocking finding: an incomplete run never passes the gate);
     ``stale_waivers``: a configured waiver that covers nothing in the run, or only passing cases,
     is a blocking finding (``mluverify.report.expectations_check``); ``spread``: the baseline
-    runs' spread, widening a noisy case's "worsened" limit (``mluverify.report.spread``)."""
+    runs' spread, widening a noisy case's "worsened" limit (``mluverify.report.spread``);
+    ``corrupt``: the run's shard lines that were no record (``<shard> line <n>: <why>``), each a
+    blocking finding."""
     import pandas as pd
 
     today, waivers = today or dt.date.today(), waivers or {}
@@ -86,7 +91,9 @@ def evaluate_gate(run: "pd.DataFrame", baseline: "pd.DataFrame | None" = None, *
     unfinished = [{"rule": "incomplete run", "detail": f"{incomplete}; rerun it whole, or pass "
                                                        f"--mlu-allow-incomplete"}] if incomplete else []
     stale = _stale_waivers(run, waivers, today) if stale_waivers else []
-    return GateResult(pd.concat([cases, _frame(expired + unfinished + stale)], ignore_index=True))
+    lost = [{"rule": "corrupt record", "detail": f"{entry}; the record it held (a failure, maybe) is lost: "
+                                                 f"rerun its test"} for entry in corrupt]
+    return GateResult(pd.concat([cases, _frame(expired + unfinished + stale + lost)], ignore_index=True))
 
 
 def _stale_waivers(run: "pd.DataFrame", waivers: "Mapping[str, Waiver]", today: dt.date) -> list[dict[str, Any]]:

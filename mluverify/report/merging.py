@@ -13,26 +13,46 @@ from typing import Any, Iterable
 
 from mluverify.errors import RecordsError
 from mluverify.report.loading import migrate, read_table
-from mluverify.report.records import (COLUMNS, RECORDS_FILE, SCHEMA_VERSION, SHARD_DIR, arrow_schema,
-                                      check_run_dir, read_metadata, read_shards, write_metadata,
-                                      write_records)
+from mluverify.report.records import (COLUMNS, CORRUPT_KEY, RECORDS_FILE, SCHEMA_VERSION, SHARD_DIR,
+                                      arrow_schema, check_run_dir, read_metadata, read_shards,
+                                      write_metadata, write_records)
+
+# A shard holding a line that is no record is kept under its name and this suffix.
+CORRUPT_SUFFIX = ".corrupt"
 
 
 def merge(run_dir: Path) -> Path:
     """Merge the shards of ``run_dir`` (with any earlier merged records) into ``records.parquet``.
 
     Atomic: readers see the old file or the new one, never half of one. Shards are kept until
-    the new file is in place, then removed, so an interrupted merge can simply be run again.
+    the new file is in place, then removed, so an interrupted merge can simply be run again. A
+    line that is no record is skipped and named in ``run.json`` (``CORRUPT_KEY``); its shard is
+    kept beside, renamed ``<shard>.corrupt``.
     """
     import pyarrow as pa
 
     run_dir = check_run_dir(run_dir)
     shards = sorted((run_dir / SHARD_DIR).glob("records-*.jsonl"))
-    table = pa.concat_tables([*_merged_records(run_dir), read_shards(run_dir)])
-    target = write_records(run_dir, table, read_metadata(run_dir))
+    found = read_shards(run_dir)
+    table = pa.concat_tables([*_merged_records(run_dir), found.table])
+    metadata = read_metadata(run_dir)
+    if found.corrupt:
+        metadata[CORRUPT_KEY] = _joined(metadata.get(CORRUPT_KEY, []), found.corrupt)
+        write_metadata(run_dir, metadata)
+    # the merged records are of this version, whatever wrote them (or whether a run.json exists)
+    target = write_records(run_dir, table, {**metadata, "schema_version": SCHEMA_VERSION})
     for shard in shards:
-        shard.unlink()
+        if shard in found.corrupt_shards:
+            shard.rename(shard.with_name(shard.name + CORRUPT_SUFFIX))
+        else:
+            shard.unlink()
     return target
+
+
+def _joined(earlier: Iterable[str], later: Iterable[str]) -> list[str]:
+    """``earlier`` then the entries of ``later`` it lacks (a merge run again names a line once)."""
+    kept = list(earlier)
+    return kept + [entry for entry in later if entry not in kept]
 
 
 def _merged_records(run_dir: Path) -> list:
@@ -52,7 +72,8 @@ MERGE_SAME_KEYS = ("mluverify_version", "torch_version", "git_revision")
 
 def merge_runs(sources: Iterable[Path], into: Path) -> Path:
     """Merge run directories (e.g. the slices CI ran on several machines) into the run directory
-    ``into``: their records (merged or still in shards) and metadata naming each source. The
+    ``into``: their records (merged or still in shards) and metadata naming each source (and
+    each shard line that was no record, under ``CORRUPT_KEY``, prefixed by its run). The
     sources are only read. The merged run is gated as a whole (no selection is kept): a slice
     that did not make it into the merge shows as missing cases, not as a smaller suite.
 
@@ -64,9 +85,14 @@ def merge_runs(sources: Iterable[Path], into: Path) -> Path:
     runs = [check_run_dir(source) for source in sources]
     metadata = [read_metadata(run) for run in runs]
     _check_same_versions(runs, metadata)
-    tables = [pa.concat_tables([*_merged_records(run), read_shards(run)]) for run in runs]
+    found = [read_shards(run) for run in runs]
+    tables = [pa.concat_tables([*_merged_records(run), shards.table]) for run, shards in zip(runs, found)]
     _check_disjoint(runs, tables)
     merged_metadata = _merged_metadata(runs, metadata)
+    corrupt = [f"{run}/{entry}" for run, meta, shards in zip(runs, metadata, found)
+               for entry in _joined(meta.get(CORRUPT_KEY, []), shards.corrupt)]
+    if corrupt:
+        merged_metadata[CORRUPT_KEY] = corrupt
     write_metadata(into, merged_metadata)
     return write_records(into, pa.concat_tables(tables), merged_metadata)
 
@@ -104,7 +130,7 @@ def _merged_metadata(runs: list[Path], metadata: list[dict[str, Any]]) -> dict[s
 
     from mluverify.report.completeness import KEYS, completeness_of, merged
 
-    per_run = ("finished", "baseline", "interrupted", *KEYS)
+    per_run = ("finished", "baseline", "interrupted", CORRUPT_KEY, *KEYS)
     first = {key: value for key, value in metadata[0].items() if key not in per_run}
     starts = [meta["started"] for meta in metadata if meta.get("started")]
     return {

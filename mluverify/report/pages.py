@@ -119,6 +119,8 @@ def report_documents(tables: "RunTables", title: str, gate: "GateResult | None" 
     run wrote (the fuzz page), linked from both."""
     text, tone = verdict(tables.totals, gate, tables.completeness)
     lines = [counts_text(tables.totals)] + ([diff_text(diff)] if diff is not None else [])
+    lines += [f"{len(tables.corrupt)} shard line(s) held no record and were skipped: {'; '.join(tables.corrupt)}"
+              ] if tables.corrupt else []
     chips = [Chip(s, int(tables.totals.at[0, s]), CASES_TABLE) for s in STATUSES]
     findings = [] if gate is None or gate.findings.empty else [("Gate findings", gate.findings)]
     markdown = markdown_page(title, [

@@ -16,6 +16,7 @@ import shlex
 import socket
 import subprocess
 import sys
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
@@ -32,6 +33,8 @@ SHARD_DIR = "shards"
 RECORDS_FILE = "records.parquet"
 META_FILE = "run.json"
 SELECTED_FILE = "selected.txt"
+# run.json: each shard line that was no record (``<shard> line <n>: <why>``), kept by every merge.
+CORRUPT_KEY = "corrupt_records"
 
 
 def run_metadata(run_id: str) -> dict[str, Any]:
@@ -116,26 +119,69 @@ class ShardWriter:
         self._file.close()
 
 
-def read_shards(run_dir: Path):
-    """Every complete record in a run's shards as a pyarrow Table with the records schema.
+@dataclass(frozen=True)
+class ShardRecords:
+    """What a run's shards hold: ``table``, every valid record (the records schema), and
+    ``corrupt``, each whole line that is no record, as ``<shard> line <n>: <why>`` (the shard
+    relative to the run directory), in order."""
 
-    A torn last line (the process died mid-write) is dropped; every line before it is kept.
+    table: Any
+    corrupt: tuple[str, ...] = ()
+    corrupt_shards: tuple[Path, ...] = ()  # the shards holding those lines
+
+
+def read_shards(run_dir: Path) -> ShardRecords:
+    """Every complete record in a run's shards (``ShardRecords``).
+
+    A torn last line (the process died mid-write) is dropped; every line before it is kept. A
+    whole line that is no record (a corrupt disk block, a stray write) costs that line only:
+    the valid lines around it are kept, and the line is named.
     """
     import pyarrow as pa
-    import pyarrow.json as pa_json
 
-    schema = arrow_schema()
-    options = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error")
-    tables = [schema.empty_table()]
+    tables, corrupt, corrupt_shards = [arrow_schema().empty_table()], [], []
     for shard in sorted((Path(run_dir) / SHARD_DIR).glob("records-*.jsonl")):
         data = shard.read_bytes()
         complete = data[: data.rfind(b"\n") + 1]
-        if complete:
-            try:
-                tables.append(pa_json.read_json(io.BytesIO(complete), parse_options=options))
-            except pa.ArrowInvalid as exc:
-                raise RecordsError(f"records shard {shard} is corrupt: {exc}") from None
-    return pa.concat_tables(tables)
+        if not complete:
+            continue
+        try:
+            tables.append(_parse_lines(complete))
+        except pa.ArrowInvalid:  # one bad line fails the block: find it, keep the others
+            valid, bad = _valid_lines(complete, shard.relative_to(run_dir))
+            tables.append(_parse_lines(valid))
+            corrupt += bad
+            corrupt_shards.append(shard)
+    return ShardRecords(pa.concat_tables(tables), tuple(corrupt), tuple(corrupt_shards))
+
+
+def _parse_lines(data: bytes):
+    """JSON lines as a Table with the records schema (pyarrow.ArrowInvalid when one is no record)."""
+    import pyarrow.json as pa_json
+
+    if not data:
+        return arrow_schema().empty_table()
+    options = pa_json.ParseOptions(explicit_schema=arrow_schema(), unexpected_field_behavior="error")
+    return pa_json.read_json(io.BytesIO(data), parse_options=options)
+
+
+def _valid_lines(data: bytes, shard: Path) -> tuple[bytes, list[str]]:
+    """The lines of ``data`` that parse as records, and ``<shard> line <n>: <why>`` for the others."""
+    import re
+
+    import pyarrow as pa
+
+    valid, bad = [], []
+    for number, line in enumerate(data.splitlines(keepends=True), 1):
+        if not line.strip():
+            continue
+        try:
+            _parse_lines(line)
+            valid.append(line)
+        except pa.ArrowInvalid as exc:
+            # pyarrow counts rows of the block it was given: here always row 0
+            bad.append(f"{shard} line {number}: {re.sub(r' in row [0-9]+$', '', str(exc))}")
+    return b"".join(valid), bad
 
 
 def arrow_schema():

@@ -260,10 +260,15 @@ class RunTables:
     waivers: "pd.DataFrame"
     completeness: RunCompleteness = RunCompleteness(True)
     tasks: "pd.DataFrame | None" = None  # task_cases: None when not computed
+    corrupt: tuple[str, ...] = ()  # the shard lines that held no record (run.json)
 
 
 def run_tables(frame: "pd.DataFrame", metadata: Mapping[str, Any] | None = None, worst: int = 20) -> RunTables:
     """The tables of a run's report (see ``RunTables``)."""
+    from mluverify.report.records import CORRUPT_KEY
+
+    metadata = metadata or {}
     return RunTables(totals(frame), summarize(frame), pass_matrix(frame), error_points(frame),
-                     case_list(frame), worst_cases(frame, worst), overview(frame, metadata or {}),
-                     waived_cases(frame), completeness_of(metadata or {}, frame), task_cases(frame))
+                     case_list(frame), worst_cases(frame, worst), overview(frame, metadata),
+                     waived_cases(frame), completeness_of(metadata, frame), task_cases(frame),
+                     tuple(metadata.get(CORRUPT_KEY, ())))

@@ -21,7 +21,7 @@ def test_shard_lines_are_flushed_as_written(tmp_path):
     writer = records.ShardWriter(tmp_path, "gw0")
     writer.write(a_record(1))
     # readable before close: a crash after this line keeps the record
-    assert records.read_shards(tmp_path).column("case_id").to_pylist() == [a_record(1)["case_id"]]
+    assert records.read_shards(tmp_path).table.column("case_id").to_pylist() == [a_record(1)["case_id"]]
     writer.close()
 
 
@@ -31,7 +31,7 @@ def test_a_torn_last_line_is_skipped(tmp_path):
     writer.close()
     with open(writer.path, "a") as fh:
         fh.write('{"run_id": "r1", "case_')  # the process died mid-write
-    assert records.read_shards(tmp_path).num_rows == 1
+    assert records.read_shards(tmp_path).table.num_rows == 1
 
 
 def test_merge_writes_every_record_of_every_shard_once(tmp_path):
@@ -116,7 +116,7 @@ def test_a_record_round_trips_through_the_shard_writer(tmp_path):
     writer = records.ShardWriter(tmp_path)
     writer.write(record)
     writer.close()
-    (row,) = records.read_shards(tmp_path).to_pylist()
+    (row,) = records.read_shards(tmp_path).table.to_pylist()
     assert row == record.as_row()
     assert (row["case_id"], row["target"], row["fallback_ops"], row["device_impl"], row["core_number"]) == \
         (case.case_id, "mlu:cnnl", "aten::erf", "emulator", 4)

@@ -112,3 +112,28 @@ def test_report_merges_the_shards_of_a_killed_run_without_records(tmp_path, caps
     write_shards(tmp_path / "run", [make_record("t[a]", 0.001), make_record("t[b]", 0.002)])
     assert main(["report", str(tmp_path / "run")]) == 0
     assert "2 comparisons in 2 cases: 2 passed" in capsys.readouterr().out
+
+
+def test_a_corrupt_shard_line_costs_that_line_only_and_is_named(tmp_path, report_pm):
+    import json
+
+    import pyarrow.parquet as pq
+
+    write_shards(tmp_path, [make_record(f"t[{i}]", 0.001) for i in range(5)])
+    [shard] = (tmp_path / "shards").glob("records-*.jsonl")
+    lines = shard.read_text().splitlines(keepends=True)
+    lines[2] = '{"run_id": "run", "case_id": garbage}\n'  # line 3: a stray write mid-file
+    shard.write_text("".join(lines))
+    named = f"shards/{shard.name} line 3: JSON parse error: Invalid value."
+    status, out = finish(tmp_path, report_pm)
+    assert status == 1 and named in out  # printed, and the gate fails: a lost record may be a failure
+    assert pq.read_table(tmp_path / "records.parquet").column("case_id").to_pylist() == [
+        "t[0]", "t[1]", "t[3]", "t[4]"]
+    assert json.loads((tmp_path / "run.json").read_text())["corrupt_records"] == [named]
+    for page in ("summary.md", "report.html", "gate.md"):
+        assert named in (tmp_path / page).read_text(), page
+    assert shard.with_name(shard.name + ".corrupt").read_text() == "".join(lines)  # nothing lost
+    # reported again (mluverify report): the same records, the line still named, once
+    status, out = finish(tmp_path, report_pm)
+    assert status == 1 and f"\n  {named}\n" in out and pq.read_table(tmp_path / "records.parquet").num_rows == 4
+    assert json.loads((tmp_path / "run.json").read_text())["corrupt_records"] == [named]
