@@ -1,8 +1,11 @@
 """Task metrics a case declares (``verify(..., task=Task(...))``) and their registered references.
 
 A task metric judges what users of a model care about, beside the output error: ``accuracy``
-(the share of samples whose top-1 class is the true label) or ``top1_agreement`` (the share
-whose top-1 class on the target is the CPU's). Its reference is registered per model x dtype x
+(the share of samples whose top-1 class is the true label), ``top1_agreement`` (the share
+whose top-1 class on the target is the CPU's) or ``detection_agreement`` (a detector's boxes:
+a target's box agrees with a CPU box of the same class overlapping it by IoU >= 0.5, matched
+one to one; each matched pair is a sample right, each box left unmatched on either side a
+sample wrong). Its reference is registered per model x dtype x
 quantization in a TOML file (as TensorRT-LLM registers its accuracy references per model and
 accuracy specification), one table per model and metric, with the error budget its gate is
 sized from (``mluverify.judge.task_threshold``)::
@@ -19,13 +22,16 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from mluverify.errors import ConfigError, InvalidArgument
 from mluverify.judge import TASK_METRICS, TaskBudget, TaskThreshold, task_threshold
 
 
 BUDGET_KEYS = ("alpha", "beta", "effect_share")
+# A target's box and a CPU box are one detection when they overlap this much (and agree on the
+# class): the PASCAL VOC criterion, COCO's AP50.
+MATCH_IOU = 0.5
 
 
 @dataclass(frozen=True)
@@ -33,7 +39,10 @@ class Task:
     """A case's task metric: ``metric`` (one of ``TASK_METRICS``), its ``reference`` for the
     case's model x dtype x quantization, the ``float32_reference`` that sizes the effect
     (default: ``reference``), the true ``labels`` (``accuracy``; one per sample, the samples
-    being the first dimension of the output) and the ``budget``; ``model`` names it."""
+    being the first dimension of the output), the ``budget``; ``model`` names it.
+    ``detections`` (``detection_agreement`` only): the detector's post-processing, mapping an
+    output to one detection set per image, each with ``boxes`` ``(K, 4)`` (x1, y1, x2, y2) and
+    ``labels`` ``(K,)``, best first."""
 
     metric: str
     reference: float
@@ -41,13 +50,18 @@ class Task:
     labels: Any = None
     budget: TaskBudget = TaskBudget()
     model: str = ""
+    detections: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.metric not in TASK_METRICS:
             raise InvalidArgument(f"task metric {self.metric!r} is unknown; valid: {', '.join(TASK_METRICS)}")
         if (self.labels is None) == (self.metric == "accuracy"):
             raise InvalidArgument(f"task metric {self.metric!r}: labels are "
-                                  f"{'needed' if self.metric == 'accuracy' else 'the CPU top-1; give none'}")
+                                  f"{'needed' if self.metric == 'accuracy' else 'the CPU output; give none'}")
+        if (self.detections is None) == (self.metric == "detection_agreement"):
+            needed = "are needed" if self.detections is None else "go with detection_agreement only"
+            raise InvalidArgument(f"task metric {self.metric!r}: detections (the post-processing, output -> boxes "
+                                  f"and labels per image) {needed}")
 
     def threshold(self, samples: int, what: str) -> TaskThreshold:
         """The gate for ``samples`` samples (InvalidArgument when too few for the budget)."""
@@ -55,7 +69,12 @@ class Task:
                               budget=self.budget, what=f"{what}: task {self.model or self.metric}")
 
     def score(self, device_output: Any, cpu_output: Any, what: str) -> "TaskResult":
-        """Score the target's output (logits, samples first) against the labels or the CPU's."""
+        """Score the target's output (logits, samples first; a detector's output) against the
+        labels or the CPU's."""
+        if self.metric == "detection_agreement":
+            right, samples = matched_detections(self.detections(device_output), self.detections(cpu_output),
+                                                f"{what}: task {self.model or self.metric}")
+            return TaskResult(self.metric, right, self.threshold(samples, what))
         import torch
 
         predicted = _top1(device_output)
@@ -65,6 +84,32 @@ class Task:
                                   f"{len(predicted)} samples")
         gate = self.threshold(len(predicted), what)
         return TaskResult(self.metric, int((predicted == truth).sum()), gate)
+
+
+def matched_detections(found: Any, expected: Any, what: str = "detections") -> tuple[int, int]:
+    """``(pairs, samples)`` of two detectors' results, image by image: each ``expected``
+    detection, best first, takes the unmatched ``found`` one of its class it overlaps most, if
+    by IoU >= ``MATCH_IOU``; ``samples`` counts the pairs and every box left unmatched on either
+    side. InvalidArgument (naming ``what``) when the two cover different numbers of images."""
+    from torchvision.ops import box_iou
+
+    found, expected = list(found), list(expected)
+    if len(found) != len(expected):
+        raise InvalidArgument(f"{what}: {len(found)} detection sets on the target for {len(expected)} images "
+                              f"on the CPU")
+    pairs = samples = 0
+    for ours, theirs in zip(found, expected):
+        overlap = box_iou(theirs.boxes.float(), ours.boxes.float())
+        overlap[theirs.labels[:, None] != ours.labels[None, :]] = 0.0
+        matched = 0
+        for row in range(overlap.shape[0] if overlap.shape[1] else 0):
+            best = overlap[row].argmax()
+            if overlap[row, best] >= MATCH_IOU:
+                overlap[:, best] = 0.0  # taken: one to one
+                matched += 1
+        pairs += matched
+        samples += len(theirs.boxes) + len(ours.boxes) - matched
+    return pairs, samples
 
 
 def _top1(output: Any) -> Any:
@@ -121,9 +166,10 @@ class TaskReferences:
         return cls(Path(path), entries)
 
     def task(self, model: str, dtype: str = "float32", quant: str = "", *, metric: str = "accuracy",
-             labels: Any = None, budget: TaskBudget | None = None) -> Task:
+             labels: Any = None, budget: TaskBudget | None = None,
+             detections: Callable[[Any], Any] | None = None) -> Task:
         """The task ``metric`` of ``model`` for a case in ``dtype`` / ``quant`` (``budget``:
-        overrides the file's)."""
+        overrides the file's; ``labels``, ``detections``: as ``Task`` takes them)."""
         if (model, metric) not in self.entries:
             known = ", ".join(f"{m}.{k}" for m, k in sorted(self.entries))
             raise ConfigError(f"task references {self.path}: no [{model}.{metric}]; registered: {known}")
@@ -133,7 +179,7 @@ class TaskReferences:
             missing = key if key not in references else "float32"
             raise ConfigError(f"task references {self.path}: [{model}.{metric}] has no reference {missing!r}; "
                               f"registered: {', '.join(sorted(references))}")
-        return Task(metric, references[key], references["float32"], labels, budget or stated, model)
+        return Task(metric, references[key], references["float32"], labels, budget or stated, model, detections)
 
 
 def _entry(path: Path, name: str, metric: str, entry: Any) -> tuple[TaskBudget, dict[str, float]]:

@@ -7,7 +7,8 @@ figures are real byte counts of each card's live ``mlu`` storages; ``memory_rese
 the cached reduced-precision weights, which ``empty_cache`` drops. The core version, core
 number and matmul precision are the numerics settings (``mluverify.device.numerics``): the
 core number splits fused programs' reductions (deterministically); the input format is
-recorded and validated.
+recorded and validated, and decides the image channel order of offline models saved with it
+(``mluverify.device.offline``).
 """
 from __future__ import annotations
 
@@ -81,11 +82,17 @@ def get_core_version() -> str:
     return numerics.active_core_version()
 
 
-def set_input_format(input_format: int) -> None:
-    """Channel order of 3-channel images: 0 RGB, 1 RGBA (default), 2 ARGB."""
+def check_input_format(input_format: int) -> int:
+    """``input_format`` if it is one of ``INPUT_FORMATS``; ValueError listing them otherwise."""
     if input_format not in INPUT_FORMATS or isinstance(input_format, bool):
         raise valid_choice("MLU input format", input_format, INPUT_FORMATS)
-    _Settings.input_format = input_format
+    return input_format
+
+
+def set_input_format(input_format: int) -> None:
+    """Channel order of 3-channel images: 0 RGB, 1 RGBA (default), 2 ARGB; an offline model is
+    saved for it with ``offline.save(..., input_format=...)`` (the seeds' genoff.py)."""
+    _Settings.input_format = check_input_format(input_format)
 
 
 def get_input_format() -> int:

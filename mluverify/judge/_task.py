@@ -1,5 +1,5 @@
-"""Task-level gates: a task metric (accuracy over a data set, top-1 agreement with the CPU) judged
-against its reference by a one-sided hypothesis test sized from a stated error budget.
+"""Task-level gates: a task metric (accuracy over a data set, top-1 or detection agreement with the
+CPU) judged against its reference by a one-sided hypothesis test sized from a stated error budget.
 
 Each of the ``n`` samples is scored right or wrong, so under the null hypothesis "the device is
 as accurate as the reference ``p0``" the number right is Binomial(n, p0). The gate fails when it
@@ -25,7 +25,7 @@ from mluverify.errors import InvalidArgument
 
 # MLPerf's "99 % of FP32 reference accuracy": the default smallest drop the gate must catch.
 DEFAULT_EFFECT_SHARE = 0.01
-TASK_METRICS = ("accuracy", "top1_agreement")
+TASK_METRICS = ("accuracy", "top1_agreement", "detection_agreement")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ class Manifest:
     matmul precision: ``mluverify.device.numerics.NumericsSettings``), which it runs under.
     ``groups``: for each fusion group ``MLUFusionGroup{i}``, the indices of its ops among the
     program's ``call_function`` nodes (graph order); ``ops``: every such node's op name, to
-    check the program read back is the one the groups were cut from.
+    check the program read back is the one the groups were cut from. ``input_format``: the
+    channel order its image input was saved for (0 RGB: as given, 1 RGBA, 2 ARGB).
     """
 
     model: str
@@ -38,6 +39,7 @@ class Manifest:
     groups: tuple[tuple[int, ...], ...]
     ops: tuple[str, ...]
     format: int = FORMAT
+    input_format: int = 0
 
 
 def write(path: Path, manifest: Manifest, program: bytes) -> Path:

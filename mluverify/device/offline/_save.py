@@ -12,6 +12,7 @@ from torch import nn
 
 from mluverify.device.fusion.errors import CaptureError, OfflineModelError
 from mluverify.device.offline._artifact import Manifest, write
+from mluverify.device.offline._input_format import to_input_format, with_input_format
 
 SUFFIX = ".cambricon"
 # The seeds' ``ct.save_as_cambricon(name)``: while set, each fused program a run builds is
@@ -33,12 +34,16 @@ def saving_as() -> Path | None:
     return Path(name if name.endswith(SUFFIX) else name + SUFFIX) if name else None
 
 
-def save(model: nn.Module, example_inputs: tuple, path: str | os.PathLike) -> Path:
+def save(model: nn.Module, example_inputs: tuple, path: str | os.PathLike, *, input_format: int = 0) -> Path:
     """Save ``model`` fused for ``example_inputs`` as an offline model at ``path``.
 
     The model and inputs may be on ``mlu`` or on the CPU; quantized models keep their
     quantization parameters. The program is saved with the numerics settings in force (core
     version, core number, matmul precision), which the offline model keeps wherever it runs.
+    ``input_format`` (the seeds' genoff.py parameter, as ``mlu_model.set_input_format`` takes
+    it): 1 RGBA / 2 ARGB save a model whose first input, RGB images ``(N, 3, H, W)`` in
+    ``example_inputs``, becomes four-channel images in that order, its first convolution
+    padded for the alpha channel (``with_input_format``); 0 RGB takes the inputs as given.
 
     :raises OfflineModelError: when the model cannot be captured or does not fuse whole (an
         offline model holds fusion groups only, as a CNML offline model holds no framework op),
@@ -52,6 +57,9 @@ def save(model: nn.Module, example_inputs: tuple, path: str | os.PathLike) -> Pa
 
     path = Path(path)
     inputs = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
+    if input_format:
+        model = with_input_format(model, inputs[0] if inputs else None, input_format)
+        inputs = (to_input_format(inputs[0], input_format), *inputs[1:])
     example = tuple(_device.as_cpu(x) if isinstance(x, torch.Tensor) else x for x in inputs)
     try:
         with torch.no_grad():
@@ -62,7 +70,8 @@ def save(model: nn.Module, example_inputs: tuple, path: str | os.PathLike) -> Pa
     torch.export.save(program, serialized)
     groups, ops = _fusion_groups(serialized.getvalue(), path)
     manifest = Manifest(model=model_name(model), mluverify_version=__version__, torch_version=torch.__version__,
-                        numerics=dataclasses.asdict(numerics.active_settings()), groups=groups, ops=ops)
+                        numerics=dataclasses.asdict(numerics.active_settings()), groups=groups, ops=ops,
+                        input_format=input_format)
     return write(path, manifest, serialized.getvalue())
 
 
