@@ -10,7 +10,7 @@ import torch
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis.database import InMemoryExampleDatabase
 
-from mluverify.strategies import DISTRIBUTIONS, NONFINITE, search_score, shapes, tensors, values
+from mluverify.strategies import DISTRIBUTIONS, DRAWN_ELEMENTS, NONFINITE, search_score, shapes, tensors, values
 
 # phases named: the repo profile "ci" (the default parent) does not shrink
 SEARCH = settings(max_examples=300, database=None, deadline=None, derandomize=True, phases=list(Phase),
@@ -46,6 +46,30 @@ def test_a_bug_on_an_interval_of_width_1e_3_shrinks_to_one_element_at_its_simple
     assert shrunk.shape == (1,)
     # hypothesis shrinks a float towards the simplest one: 0.5 is the simplest in [0.5, 0.501)
     assert shrunk.item() == 0.5
+
+
+# The simplest values above 2.5 the element strategies hold: 3 (hypothesis shrinks a float to an
+# integer where one fails) and 11 / 4 (the probes' grid of quarters: 2.5 = 10 / 4 is the last
+# that passes). Anything else is a value the shrinker could not reach.
+SIMPLEST_ABOVE_2_5 = (2.75, 3.0)
+
+
+def _offending(x: torch.Tensor) -> list[float]:
+    return x[x.abs() > 2.5].abs().unique().tolist()
+
+
+def test_a_value_above_a_threshold_shrinks_to_one_element_at_the_simplest_value():
+    shrunk = find(tensors(), lambda x: bool((x.abs() > 2.5).any()), settings=SEARCH)
+    assert shrunk.shape == (1,) and abs(shrunk.item()) in SIMPLEST_ABOVE_2_5, shrunk
+
+
+def test_a_tensor_beyond_the_drawn_elements_shrinks_its_seeded_part_too():
+    # 81 elements, 64 drawn: wide uniform values in the seeded part fail wherever they lie
+    big = shapes(min_dims=2, max_dims=2, min_side=9)
+    assert 9 * 9 > DRAWN_ELEMENTS
+    shrunk = find(tensors(big, distributions=("wide_uniform",)), lambda x: bool((x.abs() > 2.5).any()),
+                  settings=SEARCH)
+    assert set(_offending(shrunk)) <= set(SIMPLEST_ABOVE_2_5), _offending(shrunk)
 
 
 def test_a_bug_at_a_clamp_bound_is_found_within_the_ci_budget_on_most_seeds():
