@@ -169,6 +169,22 @@ class Pipeline:
         outcomes = [self._record(case, comparison, judged, duration_s, waiver) for comparison in judged.comparisons]
         return min(outcomes, key=lambda outcome: statuses.STATUSES.index(outcome.status))
 
+    def judge_pair(self, actual: Any, expected: Any, case: Case, execution: Execution, *,
+                   ops_on_cpu: tuple[str, ...] = (), tolerance: Tolerance | float | None = None,
+                   waiver: Waiver | None = None, duration_s: float = 0.0) -> Outcome:
+        """Judge and record a pair the caller computed itself (a seed-style unittest,
+        ``mluverify.testing``): ``actual`` the device's result (on the CPU), ran as ``execution``
+        says, ``expected`` the CPU reference; ``ops_on_cpu`` the fallbacks that computed it.
+        ``tolerance`` as for ``verify``; a golden rule judges by the case's policy instead (there is
+        no callable to run in float64), with a note."""
+        resolved, note = self._tolerance(case, tolerance), ""
+        if resolved.needs_golden:
+            resolved = self._policy(case)
+            note = f"golden reference unavailable (the test computed the pair); judged by {resolved.source} instead"
+        comparison = _Comparison(OUTPUT, self._compare(actual, expected, None, resolved, case, Checks()),
+                                 tuple(ops_on_cpu))
+        return self._record(case, comparison, _Judged(case, execution, [comparison], note), duration_s, waiver)
+
     def _judge_output(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any], case: Case,
                       marker: Tolerance | float | None, checks: Checks, task: Task | None = None) -> _Judged:
         device_args = cast_floating(args, case.dtype)
@@ -219,17 +235,25 @@ class Pipeline:
         """The case's tolerance (resolved once), the golden float64 run of ``fn`` when asked
         for, and a note when it is unavailable (then the mode's policy judges instead of
         ``golden``)."""
-        _, backend = self.resolve(case.target)
-        hook = None if marker is not None else call_hook(self.pm, "mluverify_tolerance", case=case)
-        tolerance = resolve_tolerance(op=case.op, dtype=case.dtype, mode=case.mode,
-                                      policy_name=policy_name(backend, case), marker=marker, hook=hook,
-                                      table=self.settings.tolerances)
+        tolerance = self._tolerance(case, marker)
         golden = run_golden(fn, args, kwargs) if checks.golden or tolerance.needs_golden else Golden()
         note = f"golden reference unavailable ({golden.unavailable})" if golden.unavailable else ""
         if tolerance.needs_golden and golden.output is None:
-            tolerance = policy(policy_name(backend, case))
+            tolerance = self._policy(case)
             note += f"; judged by {tolerance.source} instead"
         return tolerance, golden, note
+
+    def _tolerance(self, case: Case, marker: Tolerance | float | None) -> Tolerance:
+        """The case's tolerance, resolved once: ``marker`` > hook > table > its policy."""
+        _, backend = self.resolve(case.target)
+        hook = None if marker is not None else call_hook(self.pm, "mluverify_tolerance", case=case)
+        return resolve_tolerance(op=case.op, dtype=case.dtype, mode=case.mode, policy_name=policy_name(backend, case),
+                                 marker=marker, hook=hook, table=self.settings.tolerances)
+
+    def _policy(self, case: Case) -> Tolerance:
+        """The case's policy: what judges it when its golden rule has no golden result."""
+        _, backend = self.resolve(case.target)
+        return policy(policy_name(backend, case))
 
     def _compare(self, actual: Any, expected: Any, golden: Any, tolerance: Tolerance, case: Case,
                  checks: Checks) -> Verdict:

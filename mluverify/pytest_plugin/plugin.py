@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 pipeline_key = pytest.StashKey[Pipeline]()
 settings_key = pytest.StashKey[Settings]()
 plugin_manager_key = pytest.StashKey["pluggy.PluginManager"]()
-pytest_plugins = ["mluverify.pytest_plugin.cases"]  # --mlu-cases: captured cases as items
+pytest_plugins = ["mluverify.pytest_plugin.cases",  # --mlu-cases: captured cases as items
+                  "mluverify.pytest_plugin.seed_tests"]  # seed-style unittest scripts (mluverify.testing)
 # The [tool.mluverify] keys the --mlu-* options override: key -> the option's dest.
 OPTION_KEYS = {"core_versions": "mlu_core_version", "determinism_share": "mlu_determinism_share",
                "regress_factor": "mlu_regress_factor", "noise_floor": "mlu_noise_floor"}

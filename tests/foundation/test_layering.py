@@ -80,7 +80,7 @@ MAY_IMPORT = {
 LAYER_OF = {
     "errors": "base", "_version": "base", "project": "base", "device_keys": "base", "judge": "judge", "core": "core",
     "device": "device", "device_hookspecs": "device", "dump": "dump", "fuzz": "fuzz", "report": "report", "plugins": "plugins", "tune": "tune", "pytest_plugin": "front end",
-    "cli": "front end", "compat": "front end", "strategies": "front end",
+    "cli": "front end", "compat": "front end", "strategies": "front end", "testing": "front end",
 }
 PACKAGE = Path(mluverify.__file__).parent
 # calls that import the module named by their first argument, when it is a literal
