@@ -47,6 +47,21 @@ def is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
+def selected_paths(args: list[str], base: Path, rootdir: Path) -> list[str] | None:
+    """The paths and node ids among pytest's ``args`` (relative to ``base``) as node ids
+    relative to ``rootdir`` (``suites/ops``, ``suites/ops/test_x.py::test_y``): what they hold is
+    what the run selected. None when one is the rootdir itself or lies outside it: no scope."""
+    root = os.path.normpath(rootdir)
+    prefixes = []
+    for arg in args:
+        path, separator, inside = arg.partition("::")
+        relative = os.path.relpath(os.path.normpath(base / path), root)
+        if relative == os.curdir or relative.startswith(os.pardir):
+            return None
+        prefixes.append(Path(relative).as_posix() + separator + inside)
+    return prefixes or None
+
+
 def missing_paths(args: list[str], base: Path) -> list[str]:
     """The test paths among ``args`` (paths or node ids, relative to ``base``) that do not exist."""
     return [arg for arg in args if not (base / arg.split("::", 1)[0]).exists()]
@@ -245,21 +260,25 @@ class PytestRun:
             return 1
 
     def _partial_selection(self) -> list[str] | None:
-        """The selected tests when the run left some out (a baseline case of a test left out
-        is not missing), else None: a whole run misses every baseline case it lacks, a
-        deleted test's included."""
-        return self.selected if self.deselected else None
+        """What the run selected, when it left something out: the selected tests when some
+        were deselected (-k, -m, ...), else the paths and node ids it was given (a baseline case
+        of a test left out is not missing; a deleted test under a given path is); None for a
+        whole run, which misses every baseline case it lacks, a deleted test's included."""
+        if self.deselected:
+            return self.selected
+        return selected_paths(self.config.args, self.config.invocation_params.dir, self.config.rootpath)
 
     def _keep_run_facts(self, staging: Path) -> None:
-        """Which tests were selected when some were left out (for the gate), and how the run
+        """What the run selected when it left something out (for the gate), and how the run
         ended (an incomplete run's records are reported, but it passes no gate and is no
         baseline)."""
         from mluverify.report.records import read_metadata, write_metadata, write_selected
 
         ended = self.completeness.stated_in(read_metadata(staging))
         write_metadata(staging, ended | {"interrupted": self.completeness.reason == INTERRUPTED})
-        if self._partial_selection() is not None:
-            write_selected(staging, self.selected)
+        selection = self._partial_selection()
+        if selection is not None:
+            write_selected(staging, selection)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.directory.release()

@@ -37,9 +37,9 @@ def finish_run(run_dir: Path, *, pm: "pluggy.PluginManager", settings: "Settings
                gate: bool, terminal_write: Callable[[str], None], selected: "Collection[str] | None" = None,
                publish: "Callable[[], Path] | None" = None, allow_incomplete: bool = False) -> int:
     """Merge the shards of ``run_dir``, write its reports through the run's plugin manager ``pm``
-    (and a diff against ``baseline``), and when ``gate`` is set apply the gate (``selected``: the
-    tests the run selected), printing why it failed. ``settings`` gives the regress factor, noise
-    floor, waivers and allowed statuses. A run that did not finish (``run.json``, see
+    (and a diff against ``baseline``), and when ``gate`` is set apply the gate (``selected``: what
+    the run selected, see ``mluverify.report.gate.in_selection``), printing why it failed.
+    ``settings`` gives the regress factor, noise floor, waivers and allowed statuses. A run that did not finish (``run.json``, see
     ``mluverify.report.completeness``) is reported as incomplete, fails the gate and forces
     exit status 1, unless ``allow_incomplete``.
 

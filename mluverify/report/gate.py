@@ -15,7 +15,8 @@ Rules (each finding names its rule):
 - ``waived but worsened``: a waived case's metric grew by more than the regress factor over
   its baseline value: a waiver excuses a known deviation, not a growing one. Never waived.
 - ``missing``: a baseline case is absent from the run (only among the cases the run selected,
-  when the caller says which: a ``-k`` subset is not a loss).
+  when the caller says which: the test ids a ``-k`` kept, or the paths and node ids the run
+  was given; a subset is not a loss).
 - ``expired waiver``: a ``[tool.mluverify.waivers]`` entry is past its ``until`` date.
 - ``corrupt record``: a shard line of the run was no record (``corrupt``): what it held, a
   failure maybe, is lost.
@@ -29,6 +30,7 @@ unexpired configured waiver's glob matches its case id.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
@@ -68,7 +70,7 @@ def evaluate_gate(run: "pd.DataFrame", baseline: "pd.DataFrame | None" = None, *
                   corrupt: Sequence[str] = ()) -> GateResult:
     """Apply every gate rule to the records of ``run`` (against ``baseline`` when given);
     ``waivers`` maps case-id globs to waivers (``mluverify.core.expectations.parse_waivers``); ``allow``:
-    statuses admitted; ``selected``: the case ids the run selected (None: all); ``incomplete``:
+    statuses admitted; ``selected``: what the run selected (``in_selection``; None: all); ``incomplete``:
     why the run did not finish (a blocking finding: an incomplete run never passes the gate);
     ``stale_waivers``: a configured waiver that covers nothing in the run, or only passing cases,
     is a blocking finding (``mluverify.report.expectations_check``); ``spread``: the baseline
@@ -123,7 +125,7 @@ def case_findings(run: "pd.DataFrame", baseline: "pd.DataFrame | None", *, regre
     cases = compare_cases(empty, run, regress_factor=regress_factor, noise_floor=noise_floor,
                           ok_statuses=(PASSED, *allow), spread=spread)
     if selected is not None:
-        cases = cases[(cases["status"] != "missing") | cases["case_id"].isin(set(selected))]
+        cases = cases[(cases["status"] != "missing") | in_selection(cases["case_id"], selected)]
     by_status = cases["record_status_new"].map(_STATUS_RULES)
     rule = cases["status"].map({"new failure": "new failure", "worsened": "worsened", "missing": "missing"})
     not_ok = cases["status"].isin(["still failing", "added", "new failure"]) & by_status.notna() & \
@@ -156,6 +158,22 @@ def _task_rule(found: "pd.DataFrame", run: "pd.DataFrame") -> "pd.DataFrame":
     detail = pd.Series([details.get(key, "") for key in zip(found["case_id"], found["target"])], index=found.index)
     hit = found["rule"].isin(["fails tolerance", "new failure"]) & (detail != "")
     return found.assign(rule=found["rule"].mask(hit, TASK_RULE), detail=found["detail"].mask(hit, detail))
+
+
+# Where a pytest node id nests: a directory, a file's test (or class), a parameter set, a repeat.
+_NODE_NESTING = re.compile(r"/|::|\[|#")
+
+
+def in_selection(case_ids: "pd.Series", selected: Collection[str]) -> "pd.Series":
+    """Per case id, whether the run selected it: the id is an entry of ``selected`` (a test id,
+    or a path or node id relative to the rootdir) or lies under one: ``a/ops`` holds
+    ``a/ops/test_x.py::test_y[p]``, and a test id its second comparison ``test_y[p]#2``."""
+    entries = set(selected)
+
+    def selected_case(case_id: str) -> bool:
+        return case_id in entries or any(case_id[:cut.start()] in entries for cut in _NODE_NESTING.finditer(case_id))
+
+    return case_ids.map(selected_case).astype(bool)
 
 
 def task_detail(row: "Mapping[str, Any]") -> str:

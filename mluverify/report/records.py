@@ -258,8 +258,9 @@ def read_metadata(run_dir: Path) -> dict[str, Any]:
 
 
 def write_selected(run_dir: Path, test_ids: Iterable[str]) -> None:
-    """Keep the ids of the tests the run selected (after -k, -m, deselection and slicing), so
-    the gate counts a baseline case as missing only when its test was selected."""
+    """Keep what the run selected: the ids of the tests it kept (after -k, -m, deselection and
+    slicing), or the paths and node ids it was given, so the gate counts a baseline case as
+    missing only when it lies in the selection (``mluverify.report.gate.in_selection``)."""
     path = Path(run_dir) / SELECTED_FILE
     try:
         path.write_text("".join(f"{test_id}\n" for test_id in test_ids), encoding="utf-8")
@@ -268,6 +269,6 @@ def write_selected(run_dir: Path, test_ids: Iterable[str]) -> None:
 
 
 def read_selected(run_dir: Path) -> list[str] | None:
-    """The selected test ids of a run, or None when it did not keep them (every case counts)."""
+    """What a run selected (``write_selected``), or None when it did not say (every case counts)."""
     path = Path(run_dir) / SELECTED_FILE
     return path.read_text(encoding="utf-8").splitlines() if path.exists() else None
