@@ -2,12 +2,14 @@
 error budget needs is stated when too few are given, and a case whose task metric falls below
 its threshold fails, in the record and in the gate's findings, with the test in words."""
 import math
+from typing import NamedTuple
 
 import pandas  # noqa: F401  (imported before pytester snapshots sys.modules, so it is loaded once)
 import pyarrow.parquet as pq
 import pytest
+import torch
 
-from mluverify.core.task import Task, TaskReferences
+from mluverify.core.task import Task, TaskReferences, matched_detections
 from mluverify.errors import ConfigError, InvalidArgument
 from mluverify.judge import TaskBudget, binomial_cdf, required_samples, task_threshold
 
@@ -81,7 +83,7 @@ def test_references_are_looked_up_per_dtype_and_quantization(tmp_path):
     with pytest.raises(ConfigError, match=r"\[net.accuracy\]: budget must be a table of alpha, beta, effect_share"):
         TaskReferences.load(path)
     path.write_text(REFERENCES.replace("net.accuracy", "net.recall"))
-    with pytest.raises(ConfigError, match=r"\[net.recall\]: metric 'recall' is unknown; valid: accuracy, top1_agreement"):
+    with pytest.raises(ConfigError, match=r"\[net.recall\]: metric 'recall' is unknown; valid: accuracy, top1_agreement, detection_agreement"):
         TaskReferences.load(path)
 
 
@@ -90,6 +92,49 @@ def test_accuracy_needs_labels_and_agreement_takes_none():
         Task("accuracy", 0.9)
     with pytest.raises(InvalidArgument, match="give none"):
         Task("top1_agreement", 0.9, labels=[1])
+
+
+def test_detection_agreement_needs_the_post_processing_and_the_others_take_none():
+    with pytest.raises(InvalidArgument, match="'detection_agreement': detections .* are needed"):
+        Task("detection_agreement", 1.0)
+    with pytest.raises(InvalidArgument, match="'top1_agreement': detections .* go with detection_agreement only"):
+        Task("top1_agreement", 1.0, detections=list)
+
+
+class Found(NamedTuple):
+    boxes: torch.Tensor
+    labels: torch.Tensor
+
+
+def found(*boxes: tuple[float, float, float, float, int]) -> Found:
+    return Found(torch.tensor([b[:4] for b in boxes], dtype=torch.float32).reshape(-1, 4),
+                 torch.tensor([b[4] for b in boxes], dtype=torch.int64))
+
+
+# CPU boxes, best first: A (0..10 square, class 1), B (20..30, class 2), C (the same place as A, class 3).
+CPU = found((0, 0, 10, 10, 1), (20, 20, 30, 30, 2), (0, 0, 10, 10, 3))
+
+
+@pytest.mark.parametrize("device, pairs, samples", [
+    (CPU, 3, 3),                                                          # all found again
+    (found((0, 0, 10, 10, 1), (20, 20, 30, 30, 2), (0, 0, 10, 10, 5)), 2, 4),  # C's class differs
+    (found((0, 0, 10, 10, 1), (20, 20, 30, 30, 2), (0, 0, 10, 6, 3)), 3, 3),   # C smaller: IoU 0.6 >= 0.5
+    (found((0, 0, 10, 10, 1), (20, 20, 30, 30, 2), (0, 0, 10, 4, 3)), 2, 4),   # IoU 0.4: no match
+    (found((0, 0, 10, 10, 1)), 1, 3),                                     # B and C missing
+    (found((0, 0, 10, 10, 1), (0, 0, 10, 10, 1), (20, 20, 30, 30, 2), (0, 0, 10, 10, 3)), 3, 4),  # one to one
+    (found(), 0, 3),
+])
+def test_detections_match_one_to_one_by_class_at_iou_one_half(device, pairs, samples):
+    assert matched_detections([device], [CPU]) == (pairs, samples)
+
+
+def test_detection_agreement_scores_the_post_processed_outputs_and_gates_them():
+    task = Task("detection_agreement", 1.0, budget=TaskBudget(effect_share=0.5), detections=lambda out: out)
+    assert task.score([CPU, CPU], [CPU, CPU], "case").passed  # 6 of 6 (a reference of 1.0 allows no miss)
+    missing = task.score([CPU, found((0, 0, 10, 10, 1))], [CPU, CPU], "case")
+    assert (missing.right, missing.gate.samples, missing.passed) == (4, 6, False)
+    with pytest.raises(InvalidArgument, match="case: task detection_agreement: 1 detection sets on the target for 2"):
+        task.score([CPU], [CPU, CPU], "case")
 
 
 # A device that computes the model right except for the first `seed` samples, whose top-1 class

@@ -56,9 +56,8 @@ def with_input_format(model: nn.Module, images: torch.Tensor, input_format: int)
     padded = copy.deepcopy(model)
     conv = padded.get_submodule(first)
     weight = conv.weight.detach()
-    rgb = [c for c in range(4) if c != ALPHA_CHANNEL[input_format]]
-    wide = torch.zeros(weight.shape[0], 4, *weight.shape[2:], dtype=weight.dtype, device=weight.device)
-    wide[:, rgb] = weight
+    alpha = torch.zeros_like(weight[:, :1])
+    wide = torch.cat([weight, alpha] if ALPHA_CHANNEL[input_format] else [alpha, weight], 1)
     conv.weight = nn.Parameter(wide, requires_grad=conv.weight.requires_grad)
     conv.in_channels = 4
     return padded
