@@ -64,7 +64,10 @@ def _run(args: argparse.Namespace) -> int:
     bound = DEFAULT_BOUND if args.bound is None else args.bound
     _check_task_options(args)
     start = _start(args.start)
-    result = _tune(args, bound, budget, start)
+    from mluverify.compat import script_folder_on_path
+
+    with script_folder_on_path(args.script):  # as exec and capture run theirs: it imports its neighbours
+        result = _tune(args, bound, budget, start)
     from mluverify.tune._output import write_outputs
 
     paths = write_outputs(result.as_data(budget), args.script, args.out, args.target)

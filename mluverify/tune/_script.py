@@ -3,8 +3,8 @@
 Inference: ``model()`` (the float ``nn.Module``), ``calibration_inputs()`` (a list of batches),
 ``eval_inputs()`` (the batch judged). Training: ``model()``, ``train_inputs()`` (``(inputs,
 target)``) and ``loss(output, target)``. A batch is a tensor or a tuple of positional arguments.
-The script runs with its folder first on ``sys.path`` (as ``python script.py`` would), so it
-imports the modules beside it.
+``mluverify tune`` runs it with its folder first on ``sys.path`` (as ``python script.py``
+would), so it imports the modules beside it.
 """
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from mluverify.compat import script_folder_on_path
 from mluverify.errors import InvalidArgument
 
 INFERENCE_NAMES = ("model", "calibration_inputs", "eval_inputs")
@@ -30,8 +29,7 @@ def load_script(path: str | Path, names: tuple[str, ...]) -> dict[str, Any]:
     script = Path(path)
     if not script.is_file():
         raise InvalidArgument(f"model script {str(script)!r} does not exist")
-    with script_folder_on_path(script):
-        namespace = _guarded(script, "running it", runpy.run_path)(str(script), run_name="mluverify_tune_script")
+    namespace = _guarded(script, "running it", runpy.run_path)(str(script), run_name="mluverify_tune_script")
     missing = [name for name in names if not callable(namespace.get(name))]
     if missing:
         raise InvalidArgument(f"model script {str(script)!r} defines no {', '.join(f'{n}()' for n in missing)}; "

@@ -98,16 +98,15 @@ def test_a_script_without_the_names_is_exit_2_naming_them(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_the_script_imports_the_modules_beside_it(tmp_path):
+def test_the_script_imports_the_modules_beside_it(tmp_path, capsys):
     """As ``python script.py`` (and ``mluverify exec`` / ``capture``): its folder is on sys.path
-    while it runs, and taken off after."""
-    from mluverify.tune._script import INFERENCE_NAMES, load_script
-
+    while the command runs, and taken off after."""
     shutil.copy(TOY_SCRIPT, tmp_path / "tune_sibling_toy.py")
     script = tmp_path / "uses_sibling.py"
-    script.write_text("from tune_sibling_toy import model, calibration_inputs, eval_inputs\n")
-    namespace = load_script(script, INFERENCE_NAMES)
-    assert namespace["eval_inputs"]().shape[-1] == 32
+    script.write_text("def model():\n    from tune_sibling_toy import model\n    return model()\n\n"
+                      "from tune_sibling_toy import calibration_inputs, eval_inputs\n")
+    assert main(["tune", str(script), "--out", str(tmp_path / "out"), "--target", "mlu:cnnl", "--budget", "2"]) in (0, 1)
+    assert (tmp_path / "out" / "qconfig.json").is_file(), capsys.readouterr().err
     assert str(tmp_path) not in sys.path
 
 
