@@ -11,6 +11,8 @@ For the report directory ``D`` of a run:
   ``D.running`` and leaves ``D`` as it was;
 - a run killed before its end leaves ``D.running`` with every record it wrote; the next run
   moves it to ``D.interrupted-<run id>`` (``mluverify report`` merges and reports it) and says so.
+  A run that finished but could not write its reports or be swapped in (a full disk) leaves it
+  too: it becomes ``D.unreported-<run id>``, and the next run says that instead.
 
 Everything that could stop the swap at the end (a foreign or read-only previous run, an
 unwritable parent) is checked when the directory is claimed, before any test runs.
@@ -64,7 +66,7 @@ class RunDirectory:
         try:
             for old in (self.path, self.previous):
                 _check_removable(old)
-            self._set_aside_interrupted_run()
+            self._set_aside_left_over_run()
             _mkdir(self.staging, "the run's staging directory")
         except BaseException:
             self.release()
@@ -112,19 +114,27 @@ class RunDirectory:
             raise RecordsError(f"report directory {path} is not empty and holds no mluverify run "
                                f"({META_FILE}); pass an empty or new --mlu-report directory")
 
-    def _set_aside_interrupted_run(self) -> None:
-        """A staging directory left by a killed run keeps its records under a name of its own."""
+    def _set_aside_left_over_run(self) -> None:
+        """A staging directory left by an earlier run keeps its records under a name of its own,
+        which, like the note, says how that run ended: killed before its end (``interrupted``),
+        or finished but its reports unwritten (``unreported``)."""
         stale = self.staging
         if not stale.exists():
             return
         if not holds_records(stale):
             _remove(stale)
             return
-        run_id = read_metadata(stale).get("run_id") or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-        kept = self.path.with_name(f"{self.path.name}.interrupted-{run_id}")
+        metadata = read_metadata(stale)
+        run_id = metadata.get("run_id") or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        if metadata.get("complete"):
+            kept = self.path.with_name(f"{self.path.name}.unreported-{run_id}")
+            what = ("a run that finished but could not write its reports or be swapped in (a full disk, a "
+                    "read-only directory)")
+        else:
+            kept = self.path.with_name(f"{self.path.name}.interrupted-{run_id}")
+            what = f"a run that did not finish ({metadata.get('incomplete_reason') or 'it recorded no end'})"
         os.rename(stale, kept)
-        self.notes.append(f"an interrupted run's records were kept in {kept} "
-                          f"(`mluverify report {kept}` writes its report)")
+        self.notes.append(f"the records of {what} were kept in {kept} (`mluverify report {kept}` writes its report)")
 
 
 def holds_records(run_dir: Path) -> bool:

@@ -108,7 +108,7 @@ def test_sigkill_mid_run_keeps_the_previous_run_and_every_record(previous):
     result = pytester.run(*pytest_argv(pytester.path))
     assert result.ret == 0
     kept = next(pytester.path.glob("run.interrupted-*"))
-    result.stdout.fnmatch_lines([f"*an interrupted run's records were kept in {kept}*"])
+    result.stdout.fnmatch_lines([f"*the records of a run that did not finish (killed: *) were kept in {kept}*"])
     assert len(records(pytester.path / "run.prev")) == 6 and len(records(run)) == 6
     # reported, the killed run says it is incomplete everywhere and claims no pass
     reported = cli(pytester, "report", str(kept))

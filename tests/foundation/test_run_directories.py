@@ -112,3 +112,29 @@ def test_a_complete_run_states_no_reason_for_being_incomplete(pytester):
     # the claim said "killed" until the end was recorded; the end replaces it, not sits beside it
     assert (metadata["complete"], metadata["tests_run"], metadata["tests_collected"]) == (True, 3, 3)
     assert "incomplete_reason" not in metadata
+
+
+@pytest.mark.parametrize("ended, kept_as, said", [
+    ({"complete": True, "tests_run": 1, "tests_collected": 1}, "run.unreported-r7",
+     "the records of a run that finished but could not write its reports or be swapped in (a full disk, "
+     "a read-only directory) were kept in {kept}"),
+    ({"complete": False, "tests_collected": 3, "incomplete_reason": "killed: no end was recorded"},
+     "run.interrupted-r7", "the records of a run that did not finish (killed: no end was recorded) were kept in {kept}"),
+], ids=["finished-but-unwritten", "killed"])
+def test_a_left_over_run_is_set_aside_saying_how_it_ended(tmp_path, ended, kept_as, said):
+    staging = tmp_path / "run.running"
+    staging.mkdir()
+    a_finished_run(staging, 7)
+    write_metadata(staging, {"run_id": "r7", **ended})
+    directory = RunDirectory(tmp_path / "run")
+    directory.claim()
+    directory.release()
+    kept = tmp_path / kept_as
+    assert seeds_in_shards(kept) == [7]
+    assert directory.notes == [said.format(kept=kept) + f" (`mluverify report {kept}` writes its report)"]
+
+
+def seeds_in_shards(run_dir):
+    import json
+
+    return [json.loads(line)["seed"] for path in (run_dir / "shards").glob("*.jsonl") for line in path.read_text().splitlines()]
