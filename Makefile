@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify verify-inductor test test-heavy gate bench venv browser
+.PHONY: verify verify-inductor verify-offline test test-heavy gate bench venv browser
 
 venv: $(STAMP)
 
@@ -24,6 +24,11 @@ verify: $(STAMP)
 # (docs/backends.md); compiled code is cached in TORCHINDUCTOR_CACHE_DIR (~/.cache/mluverify/inductor).
 verify-inductor: $(STAMP)
 	$(BIN)/mluverify run suites/networks suites/ops suites/opinfo --target cpu:inductor --report reports/runs/inductor
+
+# The seeds' YOLOv3 offline multicore demo on the offline target, its heavy cases included (the
+# whole core number x input format grid, the full-size network): docs/fusion.md.
+verify-offline: $(STAMP)
+	$(BIN)/mluverify run suites/networks/test_yolov3.py --target mlu:offline --report reports/runs/offline -- --mlu-heavy
 
 # The default suites against the committed baseline; fails on any regression (CI runs it).
 gate: $(STAMP)
