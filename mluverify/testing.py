@@ -154,7 +154,12 @@ def _on_device(run: SeedRun) -> Iterator[_DeviceWatch]:
 
 class TestCase(unittest.TestCase):
     """A seed-style op test: ``unittest.TestCase`` with Cambricon's ``assertTensorsEqual``, each
-    comparison judged by mluverify's judge and recorded (module docstring)."""
+    comparison judged by mluverify's judge and recorded (module docstring).
+
+    ``seed``: torch's random seed at the start of each test (recorded in the ``seed`` column).
+    """
+
+    seed: int = 0
 
     def run(self, result: unittest.TestResult | None = None) -> unittest.TestResult | None:
         """Run the test on the target of the run in force (under pytest), else standalone."""
@@ -165,6 +170,9 @@ class TestCase(unittest.TestCase):
             return self._run_on(standalone, result)
 
     def _run_on(self, run: SeedRun, result: unittest.TestResult | None) -> unittest.TestResult | None:
+        import torch
+
+        torch.manual_seed(self.seed)  # the same inputs in every run: a baseline compares like with like
         with _on_device(run) as watch:
             self._mluverify = (run, watch, iter(range(1, 1 << 30)))
             try:
@@ -249,7 +257,7 @@ def _case(run: SeedRun, test: TestCase, call: int, actual: Any) -> Case:
                 op=script.removeprefix("test_"), target=run.target, suite=run.suite,
                 dtype=str(dtype).removeprefix("torch.") if dtype is not None and dtype.is_floating_point else "float32",
                 shape=("x".join(map(str, shape)) or "scalar") if shape is not None else "",
-                reproducer=run.reproducer, core_version=run.core_version)
+                seed=test.seed, reproducer=run.reproducer, core_version=run.core_version)
 
 
 def _device_impl() -> str:
