@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -35,16 +35,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="first seed (a shard: its own seed range)")
     parser.add_argument("--budget", default="100", help="programs per target (200) or seconds (600s)")
     parser.add_argument("--ops", default="", help="comma-separated ops or op families (default: all)")
-    parser.add_argument("--out", metavar="DIR", default=None, help="corpus directory the findings go to")
+    parser.add_argument("--out", metavar="DIR", default=None,
+                        help="corpus directory the findings go to (made if missing)")
     parser.add_argument("--replay", metavar="CORPUS", default=None,
-                        help="re-judge every finding of a corpus (on its own target, or on --target)")
+                        help="re-judge every finding of a corpus directory, or one finding's .json file "
+                             "(on its own target, or on --target)")
     parser.add_argument("--retire-fixed", action="store_true",
                         help="with --replay: move the findings that no longer reproduce on their own "
                              "target into CORPUS/fixed/ (regressions every target must pass)")
     parser.add_argument("--merge", nargs="+", metavar="CORPUS", default=None,
                         help="merge shards' corpora into --out (deduplicated by signature)")
     parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
-                        help="a plugin module adding back ends (repeatable)")
+                        help="a plugin module adding back ends or device kernels (repeatable)")
     parser.add_argument("--in-process", action="store_true",
                         help="run targets in this process (faster; a crash ends the campaign)")
     parser.set_defaults(func=_run)
@@ -55,8 +57,10 @@ def _run(args: argparse.Namespace) -> int:
     from mluverify.fuzz.campaign import Budget
     from mluverify.fuzz.ops import op_set
 
-    if args.retire_fixed and not args.replay:
-        raise InvalidArgument("--retire-fixed needs --replay CORPUS")
+    if args.retire_fixed and not (args.replay and Path(args.replay).is_dir()):
+        raise InvalidArgument("--retire-fixed needs --replay CORPUS, a corpus directory")
+    if args.out:
+        _make_out_directory(args.out)
     if args.merge:
         if not args.out:
             raise InvalidArgument("--merge needs --out DIR, the merged corpus")
@@ -68,15 +72,36 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     ops = op_set([name.strip() for name in args.ops.split(",") if name.strip()])
     budget = Budget.parse(args.budget)
-    if args.replay:
-        status = _replay(args)
-        if args.out:
-            _write_page(args.replay, args.out)
-        return status
-    status = _campaign(args, ops, budget)
+    with TargetRunner(args.plugin) as local:
+        if args.replay:
+            status = _replay(args, local)
+            if args.out:
+                _write_page(_corpus_of(args.replay), args.out)
+            return status
+        status = _campaign(args, ops, budget, local)
     if args.out:
         _write_page(args.out, args.out)
     return status
+
+
+def _make_out_directory(out: str) -> None:
+    """Make ``--out`` before anything runs, so that nothing a campaign finds is lost to a path
+    that cannot be a corpus; InvalidArgument names it."""
+    from mluverify.errors import InvalidArgument
+
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise InvalidArgument(f"--out {out}: not a directory (a corpus is a directory; name a new or existing one)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidArgument(f"--out {out}: cannot be made ({exc.strerror})") from None
+
+
+def _corpus_of(replayed: str) -> Path:
+    """The corpus directory of ``--replay``: itself, or the folder of a finding's file."""
+    path = Path(replayed)
+    return path if path.is_dir() else path.parent
 
 
 def page_rows(corpus: str | Path) -> list[dict[str, Any]]:
@@ -104,7 +129,12 @@ def _write_page(corpus: str | Path, out: str | Path) -> None:
 class TargetRunner:
     """Runs fuzz programs on targets through the back ends of the built-in plugins, entry
     points and ``plugins`` (module names): a ``mluverify.fuzz.differential.Runner``.
-    ``core_version``: the device variant to run on (``""``: the back end's default)."""
+    ``core_version``: the device variant to run on (``""``: the back end's default).
+
+    Used as a context manager, it is the run of its plugins: their device kernels
+    (``mluverify_device_kernels``) are in force on the emulated MLU inside the block, as a
+    pytest run's are (``mluverify fuzz`` and its isolated child run inside one). Outside a
+    block it runs the back ends with whatever kernels the process has in force."""
 
     def __init__(self, plugins: Sequence[Any] = (), core_version: str = "") -> None:
         from mluverify.core.backends import BackendRegistry
@@ -112,7 +142,19 @@ class TargetRunner:
 
         self.core_version = core_version
         self.registry = BackendRegistry()
-        call_hook(new_plugin_manager(plugins), "mluverify_add_backends", registry=self.registry)
+        self.plugins = new_plugin_manager(plugins)
+        call_hook(self.plugins, "mluverify_add_backends", registry=self.registry)
+
+    def __enter__(self) -> "TargetRunner":
+        from mluverify.core.plugin_manager import configure
+
+        configure(self.plugins)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        from mluverify.core.plugin_manager import unconfigure
+
+        unconfigure(self.plugins)
 
     def policy(self, target: str) -> str:
         """The tolerance policy of the target's mode."""
@@ -184,57 +226,33 @@ class TargetRunner:
     def _first_wrong_group(self, program: Any, inputs: Sequence[Any], target: str,
                            fallback: Sequence[str] = ()) -> tuple[str, ...] | None:
         """The ops of the first group (in the order they ran) whose outputs break ``target``'s
-        bound against their FUSED_KERNEL_DEBUG reference; ``fallback``: ops kept out of groups."""
-        import pandas as pd
-        import torch
+        bound against their FUSED_KERNEL_DEBUG reference; ``fallback``: ops kept out of groups
+        (``mluverify.dump``'s group table, which a fused dump-diff reads too)."""
+        from mluverify.dump import first_wrong_group, fused_kernel_debug, group_table
+        from mluverify.judge import policy
 
-        from mluverify.device.fusion.debug import INDEX_NAME
-        from mluverify.judge import compare, policy
-
-        forced = {"DEBUG_FORCED_FALLBACK_OPS": ",".join(fallback)} if fallback else {}
-        with tempfile.TemporaryDirectory() as scratch, \
-                _environment(FUSED_KERNEL_DEBUG="cpu", FUSED_KERNEL_DEBUG_DIR=scratch, **forced):
+        with tempfile.TemporaryDirectory() as scratch, fused_kernel_debug(scratch, fallback):
             self(program, inputs, target)
-            index = Path(scratch) / INDEX_NAME
-            rows = pd.read_csv(index, keep_default_na=False).to_dict("records") if index.is_file() else []
-            for row in rows:
-                fused, reference = (torch.load(Path(scratch) / row[f"{side}_file"]) for side in ("fused", "reference"))
-                if fused.is_floating_point():  # the reference ran in float32 whatever the group's dtype
-                    fused, reference = fused.float(), reference.float()
-                if not compare(fused, reference, tolerance=policy(self.policy(target))).passed:
-                    return tuple(row["ops"].split())
-        return None
+            wrong = first_wrong_group(group_table(scratch, policy(self.policy(target))))
+        return None if wrong is None else tuple(wrong["ops"].split())
 
 
 @contextlib.contextmanager
-def _environment(**values: str) -> Iterator[None]:
-    """The fused engine's settings are environment variables read when a program is built:
-    set ``values`` for the block, then restore what was there."""
-    before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def _runner(args: argparse.Namespace):
+def _runner(args: argparse.Namespace, local: TargetRunner) -> Iterator[Any]:
+    """``local`` with ``--in-process``, else a child process running targets in a runner of its own."""
     from mluverify.fuzz.isolation import IsolatedRunner
 
     if args.in_process:
-        return TargetRunner(args.plugin)
-    return IsolatedRunner(functools.partial(TargetRunner, tuple(args.plugin)))
+        yield local
+        return
+    with IsolatedRunner(functools.partial(TargetRunner, tuple(args.plugin))) as isolated:
+        yield isolated
 
 
-def _available(targets: Sequence[str], plugins: Sequence[str]) -> dict[str, str]:
+def _available(targets: Sequence[str], runner: TargetRunner) -> dict[str, str]:
     """Target -> its mode's policy, for the targets that can run here (others are said)."""
     from mluverify.errors import InvalidArgument
 
-    runner = TargetRunner(plugins)
     policies = {}
     for target in targets:
         reason = runner.unavailable_reason(target)
@@ -247,21 +265,22 @@ def _available(targets: Sequence[str], plugins: Sequence[str]) -> dict[str, str]
     return policies
 
 
-def _campaign(args: argparse.Namespace, ops, budget) -> int:
+def _campaign(args: argparse.Namespace, ops, budget, local: TargetRunner) -> int:
     from mluverify.fuzz.campaign import Campaign
     from mluverify.fuzz.corpus import keep, load_corpus
 
-    policies = _available(args.target or DEFAULT_TARGETS, args.plugin)
-    known = load_corpus(args.out) if args.out and Path(args.out).is_dir() else []
-    on_finding = (lambda finding: keep(args.out, finding)) if args.out else (lambda finding: None)
-    runner = _runner(args)
-    # The Dumper runs in this process: only on targets it sees into, which are not compiled code.
-    campaign = Campaign(list(policies), runner, policies, ops=ops, on_finding=on_finding, known=known,
-                        culprit=TargetRunner(args.plugin).culprit)
-    try:
-        findings = campaign.run(args.seed, budget)
-    finally:
-        getattr(runner, "close", lambda: None)()
+    policies = _available(args.target or DEFAULT_TARGETS, local)
+    known = load_corpus(args.out) if args.out else []
+
+    def with_plugins(finding):  # the plugins its target ran with, for its reproducers
+        return replace(finding, plugins=tuple(args.plugin))
+
+    on_finding = (lambda finding: keep(args.out, with_plugins(finding))) if args.out else (lambda finding: None)
+    with _runner(args, local) as runner:
+        # The Dumper runs in this process: only on targets it sees into, which are not compiled code.
+        campaign = Campaign(list(policies), runner, policies, ops=ops, on_finding=on_finding, known=known,
+                            culprit=local.culprit)
+        findings = [with_plugins(finding) for finding in campaign.run(args.seed, budget)]
     seeds = f"{campaign.seeds[0]}-{campaign.seeds[-1]}" if campaign.seeds else "none"
     print(f"seeds {seeds}, budget {args.budget}, {len(ops)} ops")
     print("target | programs | seconds | programs/hour | deviation | reference | error | crash | "
@@ -281,19 +300,18 @@ def _campaign(args: argparse.Namespace, ops, budget) -> int:
     return 1 if findings else 0
 
 
-def _replay(args: argparse.Namespace) -> int:
+def _replay(args: argparse.Namespace, local: TargetRunner) -> int:
     from mluverify.errors import InvalidArgument
-    from mluverify.fuzz.corpus import load_corpus, retire
+    from mluverify.fuzz.corpus import load_findings, retire
     from mluverify.fuzz.differential import judge
 
     if args.retire_fixed and args.target:
         raise InvalidArgument("--retire-fixed re-judges each finding on its own target: drop --target")
-    findings = load_corpus(args.replay)
+    findings = load_findings(args.replay)
     targets = sorted({t for f in findings for t in (args.target or [f.judgement.target])})
-    policies = _available(targets, args.plugin) if targets else {}
-    runner = _runner(args)
+    policies = _available(targets, local) if targets else {}
     reproduced = 0
-    try:
+    with _runner(args, local) as runner:
         for finding in findings:
             for target in args.target or [finding.judgement.target]:
                 if target not in policies:
@@ -304,7 +322,5 @@ def _replay(args: argparse.Namespace) -> int:
                 if args.retire_fixed and not judgement.is_finding:
                     state += f", moved to {retire(args.replay, finding)}"
                 print(f"{finding.signature} on {target}: {state} ({judgement.kind}: {judgement.reason})")
-    finally:
-        getattr(runner, "close", lambda: None)()
     print(f"{reproduced} of {len(findings)} findings reproduce")
     return 1 if reproduced else 0

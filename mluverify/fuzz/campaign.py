@@ -6,7 +6,10 @@ draws up to ``chunk`` programs with that seed and judges each on the target
 smaller programs and simpler inputs while the target still fails the same way, within
 ``shrink_runs`` new runs and ``shrink_seconds`` (runs it has seen are answered from memory, so
 the minimal example can always be replayed). The graph passes of ``mluverify.fuzz.reduce`` then
-remove the nodes hypothesis's choice sequence could not, within the same bounds. A program that
+remove the nodes hypothesis's choice sequence could not, within the same bounds. With
+``shrink_runs`` 0 a finding is kept as drawn: hypothesis's shrinker re-draws inputs element by
+element even for the examples it is then refused, which on inputs of hundreds of elements
+takes a minute whatever the bound. A program that
 a kept finding explains (same target and kind, its ops a subsequence of the program's) does not
 stop a search, so each search finds something new. A campaign split over machines uses disjoint
 seed ranges and merges the corpora afterwards.
@@ -26,7 +29,7 @@ from hypothesis.errors import Flaky, Unsatisfiable
 from mluverify.errors import InvalidArgument
 from mluverify.fuzz.corpus import Finding
 from mluverify.fuzz.differential import DEVIATION, PASS, REFERENCE, Judgement, Runner, judge
-from mluverify.fuzz.generate import finite_cases
+from mluverify.fuzz.generate import defined_cases
 from mluverify.fuzz.ops import OPS, OpSpec
 from mluverify.fuzz.program import Program
 from mluverify.fuzz.reduce import reduce_program
@@ -168,13 +171,14 @@ class Campaign:
 
         @hypothesis_seed(seed)
         @settings(max_examples=examples, database=None, deadline=None, derandomize=False,
-                  suppress_health_check=list(HealthCheck), phases=(Phase.generate, Phase.shrink),
+                  suppress_health_check=list(HealthCheck),
+                  phases=(Phase.generate, Phase.shrink) if self.shrink_runs else (Phase.generate,),
                   report_multiple_bugs=False, verbosity=Verbosity.quiet, print_blob=False)
         @given(st.data())
         def body(data: st.DataObject) -> None:
             if not shrinking["on"] and deadline is not None and time.monotonic() >= deadline:
                 reject()
-            program, inputs = data.draw(finite_cases(self.ops))
+            program, inputs = data.draw(defined_cases(self.ops))
             judgement = judged(program, inputs)
             if not judgement.is_finding or self.explained(judgement, program):
                 return

@@ -6,13 +6,16 @@ a torch device the Dumper sees), else its minimal program's op sequence. Two pro
 one bug are one finding (its ``hits`` count both). Each finding is ``<signature>.json`` (``FORMAT`` version ``VERSION``: the program, its
 inputs' values, the judgement, the seed) and ``<signature>.py``, a standalone script that
 re-runs it (only torch for ``cpu:*`` targets). A file that is unreadable, not a finding or of
-another version is an InvalidArgument naming the file.
+another version is an InvalidArgument naming the file. A finding made with plugins
+(``mluverify fuzz --plugin``: back ends, device kernels) names them, and its reproducers load
+them.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+import shlex
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -46,6 +49,7 @@ class Finding:
     seed: int | None = None
     hits: int = 1
     culprit: str | None = None  # the first op whose own error breaks the bound (dump-diff)
+    plugins: tuple[str, ...] = ()  # plugin modules its target needs (back ends, device kernels)
 
     @property
     def signature(self) -> str:
@@ -57,13 +61,15 @@ class Finding:
         return len(self.program.nodes), sum(math.prod(shape) for shape in self.program.inputs)
 
     def reproducer(self, directory: str | Path) -> str:
-        """The one-line pytest command re-judging this finding."""
-        return (f"{CORPUS_ENV}={directory} pytest -p mluverify suites/fuzz/test_fuzz.py -k {self.signature} "
-                f"--mlu-target {self.judgement.target}")
+        """The one-line command re-judging this finding on its target as the campaign did: it
+        needs only mluverify (and the finding's plugins) installed."""
+        plugins = "".join(f" --plugin {shlex.quote(plugin)}" for plugin in self.plugins)
+        return f"mluverify fuzz --replay {shlex.quote(str(Path(directory) / self.signature))}.json{plugins}"
 
     def to_json(self, directory: str | Path = "") -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "signature": self.signature, **asdict(self.judgement),
                 "seed": self.seed, "hits": self.hits, "ops": list(self.program.ops), "culprit": self.culprit,
+                "plugins": list(self.plugins),
                 "reproducer": self.reproducer(directory) if directory else "",
                 "program": self.program.to_json(),
                 "inputs": [{"shape": list(x.shape), "values": [float(v) for v in x.reshape(-1).tolist()]}
@@ -85,12 +91,15 @@ class Finding:
             seed, hits, culprit = data.get("seed"), int(data.get("hits", 1)), data.get("culprit")
             if culprit is not None and not isinstance(culprit, str):
                 raise TypeError(f"culprit {culprit!r} is not an op name")
+            plugins = tuple(data.get("plugins", ()))
+            if not all(isinstance(plugin, str) for plugin in plugins):
+                raise TypeError(f"plugins {data['plugins']!r} are not module names")
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise InvalidArgument(f"{where}: malformed fuzz finding ({type(exc).__name__}: {exc})") from None
         if [tuple(x.shape) for x in inputs] != list(program.inputs):
             raise InvalidArgument(f"{where}: input shapes {[list(x.shape) for x in inputs]} do not match the "
                                   f"program's {[list(s) for s in program.inputs]}")
-        return cls(judgement, program, inputs, seed, hits, culprit)
+        return cls(judgement, program, inputs, seed, hits, culprit, plugins)
 
 
 def read_finding(path: str | Path) -> Finding:
@@ -109,6 +118,11 @@ def load_corpus(directory: str | Path) -> list[Finding]:
     if not directory.is_dir():
         raise InvalidArgument(f"fuzz corpus {directory}: not a directory")
     return [read_finding(path) for path in sorted(directory.glob("*.json"))]
+
+
+def load_findings(path: str | Path) -> list[Finding]:
+    """The findings of a corpus directory, or the one finding of a ``<signature>.json`` file."""
+    return [read_finding(path)] if Path(path).is_file() else load_corpus(path)
 
 
 def keep(directory: str | Path, finding: Finding) -> tuple[Finding, bool]:
@@ -153,6 +167,8 @@ _SCRIPT = '''"""mluverify fuzz finding {signature}: {kind} on {target}.
 {reason}
 Re-run: python {signature}.py  (exit status 1 and MISMATCH lines while the target is wrong)
 """
+from math import inf
+
 import torch
 
 INPUTS = [
@@ -177,11 +193,18 @@ def rel_mse(actual, expected):
 
 def wrong(actual, reference, golden):
     """Why the target's output is wrong ("" if it is not): another shape or dtype than the CPU's,
-    an integer or bool element other than the CPU's where the CPU's are the float64 run's
-    (integers all the way: exact), or an error against float64 beyond twice the CPU's own plus
-    1e-3 (the golden rule, simplified; integers cast from computed floats too)."""
+    a NaN, or an infinity other than the CPU's (the answer where the CPU's float32 and float64
+    runs agree on it: signs must match), an integer or bool element other than the CPU's where
+    the CPU's are the float64 run's (integers all the way: exact), or an error against float64
+    beyond twice the CPU's own plus 1e-3 (the golden rule, simplified; integers cast from
+    computed floats too)."""
     if actual.shape != reference.shape or actual.dtype != reference.dtype:
         return f"{{tuple(actual.shape)}} {{actual.dtype}} instead of {{tuple(reference.shape)}} {{reference.dtype}}"
+    if reference.is_floating_point():
+        special = torch.isinf(reference)
+        if not torch.equal(~torch.isfinite(actual), special) or not torch.equal(actual[special], reference[special]):
+            return f"NaN/Inf other than the CPU's: {{actual[~torch.isfinite(actual) | special].tolist()}} where the CPU has {{reference[~torch.isfinite(actual) | special].tolist()}}"
+        actual, reference, golden = actual[~special], reference[~special], golden[~special]
     if not reference.is_floating_point() and torch.equal(reference, golden.to(reference.dtype)):
         differ = int((actual != reference).sum())
         return f"{{differ}} of {{reference.numel()}} elements differ from the CPU's (exact)" if differ else ""
@@ -220,16 +243,17 @@ _RUNNERS = {
 _REGISTRY_RUNNER = ('    from mluverify.cli.fuzz import TargetRunner  # {target} needs mluverify\n'
                     '    from mluverify.fuzz.program import Program\n'
                     '    import json\n'
-                    '    return TargetRunner()(Program.from_json(json.loads({program!r})), args, "{target}")')
+                    '    with TargetRunner({plugins!r}) as runner:  # the back ends and device kernels of these plugins\n'
+                    '        return runner(Program.from_json(json.loads({program!r})), args, "{target}")')
 
 
 def standalone_script(finding: Finding) -> str:
     """A script that runs the finding's program on its target, the CPU and in float64 and
     prints the errors: torch only for ``cpu:inductor``, torch and onnxruntime for ``ort:cpu``,
-    mluverify's back ends for other targets."""
+    mluverify's back ends (and the finding's plugins) for other targets."""
     target = finding.judgement.target
     runner = _RUNNERS.get(target) or _REGISTRY_RUNNER.format(
-        target=target, program=json.dumps(finding.program.to_json()))
+        target=target, program=json.dumps(finding.program.to_json()), plugins=finding.plugins)
     inputs = "\n".join(f"    torch.tensor({[float(v) for v in x.reshape(-1).tolist()]!r}).reshape({list(x.shape)}),"
                        for x in finding.inputs)
     golden = finding.program.source(golden=True).replace("def program(", "def program_float64(", 1)
@@ -238,5 +262,5 @@ def standalone_script(finding: Finding) -> str:
                           program=finding.program.source(), golden=golden, runner=runner)
 
 
-__all__ = ["CORPUS_ENV", "FIXED", "FORMAT", "Finding", "VERSION", "keep", "load_corpus", "merge", "read_finding",
-           "retire", "signature", "standalone_script"]
+__all__ = ["CORPUS_ENV", "FIXED", "FORMAT", "Finding", "VERSION", "keep", "load_corpus", "load_findings", "merge",
+           "read_finding", "retire", "signature", "standalone_script"]

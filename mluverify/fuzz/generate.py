@@ -7,9 +7,12 @@ data); one that raises, or makes a value too large, is redrawn (``NODE_TRIES`` t
 whole program is rejected). Everything is drawn by hypothesis, so a failing program shrinks to
 fewer, simpler ops and its inputs to simpler values.
 
-Inputs are drawn element by element in ``[-VALUE_RANGE, VALUE_RANGE]``; a program whose CPU run
-makes any value NaN/Inf on those inputs is rejected (hypothesis draws others: the bounded
-search for finite inputs), so a non-finite result is never reported as a finding.
+Inputs are drawn element by element in ``[-VALUE_RANGE, VALUE_RANGE]``, with the points where
+ops are special among them: signed zeros always, infinities in half the cases. A program whose
+CPU runs make any value NaN, or overflow in float32 where float64 does not, on those inputs is
+rejected (hypothesis draws others: the bounded search for defined inputs), so a NaN or an
+overflow is never reported as a finding; an infinity both runs agree on (``rsqrt(-0.0)`` is
+-inf) is the defined answer, and the judge compares it exactly.
 """
 from __future__ import annotations
 
@@ -35,6 +38,12 @@ VALUE_RANGE = 3.0
 # values tie in argmax and sort. Drawn beside arbitrary floats.
 # Held as the float32 nearest to each (what an array of that dtype keeps).
 DECIMALS = tuple(float(np.float32(v)) for v in (0.1, 0.2, 0.3, 0.6, 0.7, 1.1, 2.3, -0.1, -0.3, -0.7, 0.5, 1.0))
+# Where ops are defined but special (IEEE 754): a zero's sign decides 1 / x, rsqrt, log, atan2
+# and copysign; an infinity gives sigmoid, tanh, exp(-x), 1 / x, atan2 finite results. Drawn
+# as often as one decimal each; infinities only in half the cases, since most programs make a
+# NaN of them (inf - inf, 0 * inf) and are rejected.
+SIGNED_ZEROS = (0.0, -0.0)
+INFINITIES = (float("inf"), float("-inf"))
 
 
 def _input_shape(min_rank: int = 1) -> st.SearchStrategy[tuple[int, ...]]:
@@ -180,35 +189,47 @@ def programs(draw, ops: Sequence[OpSpec] = OPS, min_ops: int = MIN_OPS, max_ops:
 
 def input_values(program: Program) -> st.SearchStrategy[list]:
     """float32 tensors for the program's inputs, each element drawn (so values shrink): any
-    float in range or one of ``DECIMALS``."""
+    float in range, one of ``DECIMALS`` or ``SIGNED_ZEROS``, or (in the second branch, which
+    hypothesis shrinks away from) one of ``INFINITIES``."""
     import torch
 
-    elements = st.one_of(st.floats(-VALUE_RANGE, VALUE_RANGE, width=32, allow_subnormal=False),
-                         st.sampled_from(DECIMALS))
-    arrays = [hnp.arrays(np.float32, shape, elements=elements, fill=st.nothing()) for shape in program.inputs]
-    return st.tuples(*arrays).map(lambda drawn: [torch.from_numpy(a.copy()) for a in drawn])
+    def arrays(specials: tuple[float, ...]) -> st.SearchStrategy[tuple]:
+        elements = st.one_of(st.floats(-VALUE_RANGE, VALUE_RANGE, width=32, allow_subnormal=False),
+                             st.sampled_from(DECIMALS + specials))
+        return st.tuples(*[hnp.arrays(np.float32, shape, elements=elements, fill=st.nothing())
+                           for shape in program.inputs])
+
+    drawn = st.one_of(arrays(SIGNED_ZEROS), arrays(SIGNED_ZEROS + INFINITIES))
+    return drawn.map(lambda arrays_drawn: [torch.from_numpy(a.copy()) for a in arrays_drawn])
 
 
-def all_finite(program: Program, inputs: Sequence[Any]) -> bool:
-    """Every value of the program (each node's, not only the outputs) is finite on the CPU, in
-    float32 and in float64."""
+def all_defined(program: Program, inputs: Sequence[Any]) -> bool:
+    """No value of the program (each node's, not only the outputs) is NaN on the CPU, in float32
+    or in float64, and both runs have the same infinities at the same places (an infinity only
+    float32 has is an overflow, not a special point)."""
     import torch
 
-    for golden in (False, True):
-        values = run(program, inputs, every_value=True, golden=golden)
-        if not all(bool(torch.isfinite(v).all()) for v in values):
+    float32, float64 = (run(program, inputs, every_value=True, golden=golden) for golden in (False, True))
+    for narrow, wide in zip(float32, float64):
+        if not narrow.is_floating_point():
+            continue
+        if bool(narrow.isnan().any()) or bool(wide.isnan().any()):
+            return False
+        infinite = narrow.isinf()
+        if not torch.equal(infinite, wide.isinf()) or not torch.equal(narrow[infinite], wide[infinite].to(narrow.dtype)):
             return False
     return True
 
 
 @st.composite
-def finite_cases(draw, ops: Sequence[OpSpec] = OPS, min_ops: int = MIN_OPS, max_ops: int = MAX_OPS
-                 ) -> tuple[Program, list]:
-    """A program and inputs on which every value stays finite on the CPU."""
+def defined_cases(draw, ops: Sequence[OpSpec] = OPS, min_ops: int = MIN_OPS, max_ops: int = MAX_OPS
+                  ) -> tuple[Program, list]:
+    """A program and inputs on which every value is defined on the CPU (``all_defined``)."""
     program = draw(programs(ops, min_ops, max_ops))
     inputs = draw(input_values(program))
-    assume(all_finite(program, inputs))
+    assume(all_defined(program, inputs))
     return program, inputs
 
 
-__all__ = ["MAX_INPUTS", "MAX_OPS", "MIN_OPS", "all_finite", "finite_cases", "input_values", "programs"]
+__all__ = ["INFINITIES", "MAX_INPUTS", "MAX_OPS", "MIN_OPS", "SIGNED_ZEROS", "all_defined", "defined_cases",
+           "input_values", "programs"]

@@ -4,7 +4,9 @@
 One child (``multiprocessing``'s spawn context: no state shared with the parent) serves every
 program until it dies; then the next program starts a new one. It makes its own runner with
 ``make_runner`` (a picklable factory, e.g. ``functools.partial(TargetRunner, plugins)`` of the
-front end, which knows the back ends). Inputs and outputs cross as
+front end, which knows the back ends) and serves inside it as a context manager: the runner
+sets up the child as the parent is (``TargetRunner`` hands its plugins' device kernels to the
+emulated MLU there, which the child does not inherit). Inputs and outputs cross as
 ``torch.save`` bytes. A program that gets no answer in ``timeout_s`` kills the child (a hang is
 a crash too).
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 import io
 import multiprocessing
 import signal
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ContextManager, Sequence
 
 from mluverify.fuzz.differential import Runner, TargetCrashed, TargetUnavailable
 from mluverify.fuzz.program import Program
@@ -35,9 +37,14 @@ def _loads(data: bytes) -> Any:
     return torch.load(io.BytesIO(data), weights_only=True)
 
 
-def _serve(connection: Any, make_runner: Callable[[], Runner]) -> None:
-    """The child's loop: (program JSON, inputs, target) in, ("ok", outputs) or an error out."""
-    runner = make_runner()
+def _serve(connection: Any, make_runner: Callable[[], ContextManager[Runner]]) -> None:
+    """The child's loop, inside the runner ``make_runner`` builds."""
+    with make_runner() as runner:
+        _answer(connection, runner)
+
+
+def _answer(connection: Any, runner: Runner) -> None:
+    """(program JSON, inputs, target) in, ("ok", outputs) or an error out, until the parent hangs up."""
     while True:
         try:
             request = connection.recv()
@@ -59,11 +66,11 @@ class TargetError(Exception):
 class IsolatedRunner:
     """Runs programs on targets in a child process (a ``Runner`` for ``differential.judge``).
 
-    ``make_runner``: builds the child's own runner (picklable: a module-level callable).
-    Use as a context manager, or call ``close``.
+    ``make_runner``: builds the child's own runner, a context manager the child serves in
+    (picklable: a module-level callable). Use as a context manager, or call ``close``.
     """
 
-    def __init__(self, make_runner: Callable[[], Runner], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, make_runner: Callable[[], ContextManager[Runner]], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.make_runner = make_runner
         self.timeout_s = timeout_s
         self.restarts = 0

@@ -5,9 +5,16 @@ operands, the other fields its parameters (JSON values drawn for the operands' s
 expression builds the program's callable, runs on meta tensors to check a candidate, and is
 written into the standalone reproducer, so an op is defined in one place.
 
-Domains are restricted in the expression itself where an op has a pole or a branch cut
-(``log(|a| + 0.5)``, ``a / (|b| + 0.5)``), so drawn values cannot make them non-finite; what
-still overflows (``exp`` of a large value) is filtered out when the program is drawn.
+Domains are restricted in the expression itself only where an op is undefined: ``log``,
+``sqrt`` and ``rsqrt`` of a negative value are NaN, so they read ``MAGNITUDE`` (a negative
+value's negation, -0.0 kept). Points where an op is defined but special stay in: signed zeros
+(``rsqrt(-0.0)`` and ``1 / -0.0`` are -inf, ``log(-0.0)`` is -inf, ``sqrt(-0.0)`` is -0.0,
+``atan2(0, -0.0)`` is pi, ``copysign(x, -0.0)`` is -|x|) and infinities (``sigmoid(-inf)``,
+``1 / inf``, ``exp(-inf)`` are finite). What is NaN anyway (``0 / 0``, ``inf - inf``) or
+overflows in float32 alone is filtered out when the program is drawn (``generate``).
+
+Version 1 of the program format restricted more (``log(|a| + 0.5)``, ``a / (|b| + 0.5)``); its
+programs read those ops as the ``LEGACY_V1`` ops, which are never drawn.
 """
 from __future__ import annotations
 
@@ -35,6 +42,9 @@ INT_SCALES = (1.0, 10.0, 1000.0, 1e6, 1e12, 1e20)
 # Operand dtype kinds an op accepts.
 FLOAT, INT, BOOL = "float", "int", "bool"
 NUMBER, INTEGRAL, ANY = (FLOAT, INT), (INT, BOOL), (FLOAT, INT, BOOL)
+# The magnitude of a value with its zero's sign kept: -0.0 < 0 is false, so -0.0 stays -0.0
+# (``abs`` would make it +0.0, and ``rsqrt`` would never see -0.0).
+MAGNITUDE = "torch.where({a} < 0, -{a}, {a})"
 # A divisor that is never 0 and never -1 (INT_MIN / -1 traps on x86: eager dies of SIGFPE),
 # negative ones included; for floats its magnitude is > 0.
 DIVISOR = "torch.where({b} > 0, {b}, {b} - 2)"
@@ -320,10 +330,10 @@ OPS: tuple[OpSpec, ...] = (
     _unary("gelu", "torch.nn.functional.gelu({a})"),
     _unary("silu", "torch.nn.functional.silu({a})"),
     _unary("exp", "torch.exp({a})"),
-    _unary("log", "torch.log({a}.abs() + 0.5)"),
-    _unary("sqrt", "torch.sqrt({a}.abs())"),
-    _unary("rsqrt", "torch.rsqrt({a}.abs() + 0.5)"),
-    _unary("reciprocal", "torch.reciprocal({a}.abs() + 0.5)"),
+    _unary("log", "torch.log(%s)" % MAGNITUDE),
+    _unary("sqrt", "torch.sqrt(%s)" % MAGNITUDE),
+    _unary("rsqrt", "torch.rsqrt(%s)" % MAGNITUDE),
+    _unary("reciprocal", "torch.reciprocal({a})"),
     _unary("abs", "torch.abs({a})", accepts=NUMBER),
     _unary("neg", "torch.neg({a})", accepts=NUMBER),
     _unary("sin", "torch.sin({a})"),
@@ -335,7 +345,9 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("add", "binary", "torch.add({a}, {b})", partner=BROADCAST, accepts=NUMBER),
     OpSpec("sub", "binary", "torch.sub({a}, {b})", partner=BROADCAST, accepts=NUMBER),
     OpSpec("mul", "binary", "torch.mul({a}, {b})", partner=BROADCAST, accepts=NUMBER),
-    OpSpec("div", "binary", "torch.div({a}, {b}.abs() + 0.5)", partner=BROADCAST),
+    OpSpec("div", "binary", "torch.div({a}, {b})", partner=BROADCAST),
+    OpSpec("atan2", "binary", "torch.atan2({a}, {b})", partner=BROADCAST),
+    OpSpec("copysign", "binary", "torch.copysign({a}, {b})", partner=BROADCAST),
     OpSpec("maximum", "binary", "torch.maximum({a}, {b})", partner=BROADCAST, accepts=ANY),
     OpSpec("minimum", "binary", "torch.minimum({a}, {b})", partner=BROADCAST, accepts=ANY),
     OpSpec("where", "binary", "torch.where({a} > 0, {a}, {b})", partner=BROADCAST, accepts=ANY),
@@ -454,6 +466,17 @@ OPS: tuple[OpSpec, ...] = (
 
 REGISTRY: Mapping[str, OpSpec] = {op.name: op for op in OPS}
 
+# The ops whose expression version 1 of the program format restricted further, as it did:
+# a version-1 program reads ``div`` as ``div_v1``. Never drawn.
+LEGACY_V1: Mapping[str, OpSpec] = {op.name.removesuffix("_v1"): op for op in (
+    _unary("log_v1", "torch.log({a}.abs() + 0.5)"),
+    _unary("sqrt_v1", "torch.sqrt({a}.abs())"),
+    _unary("rsqrt_v1", "torch.rsqrt({a}.abs() + 0.5)"),
+    _unary("reciprocal_v1", "torch.reciprocal({a}.abs() + 0.5)"),
+    OpSpec("div_v1", "binary", "torch.div({a}, {b}.abs() + 0.5)", partner=BROADCAST),
+)}
+_KNOWN: Mapping[str, OpSpec] = {**REGISTRY, **{op.name: op for op in LEGACY_V1.values()}}
+
 
 def op_set(names: Sequence[str] | None = None) -> tuple[OpSpec, ...]:
     """The ops named (each an op or, where no op has the name, a family), or every op; an
@@ -472,12 +495,12 @@ def op_set(names: Sequence[str] | None = None) -> tuple[OpSpec, ...]:
 
 
 def spec(name: str) -> OpSpec:
-    """The op called ``name``; InvalidArgument lists the ops."""
+    """The op called ``name`` (a ``LEGACY_V1`` one included); InvalidArgument lists the ops."""
     try:
-        return REGISTRY[name]
+        return _KNOWN[name]
     except KeyError:
         raise valid_choice("fuzz op", name, list(REGISTRY)) from None
 
 
-__all__ = ["ANY", "BOOL", "CAST_DTYPES", "FAMILIES", "FLOAT", "INT", "OPS", "OpSpec", "Partner", "REGISTRY", "op_set",
-           "spec"]
+__all__ = ["ANY", "BOOL", "CAST_DTYPES", "FAMILIES", "FLOAT", "INT", "LEGACY_V1", "MAGNITUDE", "OPS", "OpSpec",
+           "Partner", "REGISTRY", "op_set", "spec"]

@@ -4,8 +4,10 @@ Values are named ``x0..x2`` (inputs, float32) and ``v0..`` (one per node, in ord
 reads earlier values only, so the node list is a topological order. The program returns every
 node value no later node reads (its sinks), so no op is dead code.
 
-The JSON form is versioned (``FORMAT``, ``VERSION``); reading another version, or something
-that is not a program, is an InvalidArgument naming what is wrong.
+The JSON form is versioned (``FORMAT``, ``VERSION``). Version 1 programs are read with the ops
+whose domain version 2 widened renamed to their version-1 forms (``ops.LEGACY_V1``), so they
+compute what they did; reading another version, or something that is not a program, is an
+InvalidArgument naming what is wrong.
 """
 from __future__ import annotations
 
@@ -14,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from mluverify.errors import InvalidArgument
-from mluverify.fuzz.ops import spec
+from mluverify.fuzz.ops import LEGACY_V1, spec
 
 FORMAT = "mluverify-fuzz-program"
-VERSION = 1
+VERSION = 2
 FUNCTION_NAME = "program"
 
 
@@ -72,12 +74,15 @@ class Program:
         """Read the JSON form; InvalidArgument names ``where`` and what is wrong."""
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise InvalidArgument(f"{where}: not a fuzz program (no \"format\": {FORMAT!r})")
-        if data.get("version") != VERSION:
-            raise InvalidArgument(f"{where}: fuzz program format version {data.get('version')!r}; this "
-                                  f"mluverify reads version {VERSION}")
+        version = data.get("version")
+        if version not in (1, VERSION):
+            raise InvalidArgument(f"{where}: fuzz program format version {version!r}; this "
+                                  f"mluverify reads versions 1 and {VERSION}")
+        renames = {name: op.name for name, op in LEGACY_V1.items()} if version == 1 else {}
         try:
             inputs = tuple(tuple(int(side) for side in shape) for shape in data["inputs"])
-            nodes = tuple(Node(n["op"], tuple(n["args"]), dict(n["params"])) for n in data["nodes"])
+            nodes = tuple(Node(renames.get(n["op"], n["op"]), tuple(n["args"]), dict(n["params"]))
+                          for n in data["nodes"])
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidArgument(f"{where}: malformed fuzz program ({type(exc).__name__}: {exc})") from None
         program = cls(inputs, nodes)

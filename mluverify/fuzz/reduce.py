@@ -12,14 +12,14 @@ way (``still_fails``):
 - drop an input no node reads.
 
 Every candidate is checked before it is judged: no in-place op may write into an input (a cut
-could make one), and it must run on the CPU with every value finite. ``max_runs`` bounds the
-judgements.
+could make one), and it must run on the CPU with every value defined (``generate.all_defined``).
+``max_runs`` bounds the judgements.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Sequence
 
-from mluverify.fuzz.generate import MAX_INPUTS, all_finite
+from mluverify.fuzz.generate import MAX_INPUTS, all_defined
 from mluverify.fuzz.ops import spec
 from mluverify.fuzz.program import Node, Program, run
 
@@ -101,7 +101,7 @@ def _valid(program: Program, inputs: list) -> bool:
     if writes_into_input(program):
         return False
     try:
-        return all_finite(program, inputs)
+        return all_defined(program, inputs)
     except Exception:  # an edit torch rejects: not a program
         return False
 

@@ -1,0 +1,60 @@
+"""Points where an op is defined but special (signed zeros, infinities) are drawn and judged:
+the domain restrictions keep only NaN out, and infinities are compared exactly, signs included."""
+import torch
+
+from mluverify.cli.fuzz import TargetRunner
+from mluverify.fuzz.campaign import Budget, Campaign
+from mluverify.fuzz.differential import DEVIATION, PASS, judge
+from mluverify.fuzz.generate import all_defined
+from mluverify.fuzz.ops import op_set
+from mluverify.fuzz.program import Node, Program, run
+
+KERNELS = "fuzz_planted_kernels"  # rsqrt(-0.0) and x / -0.0 taken at +0.0 on mlu:cnnl
+TARGET = "mlu:cnnl"
+RSQRT = Program(((3,),), (Node("neg", ("x0",)), Node("rsqrt", ("v0",))))
+
+
+def test_signed_zeros_reach_the_ops_and_give_signed_infinities():
+    (root,) = run(RSQRT, [torch.tensor([0.0, -0.0, 4.0])])  # rsqrt of -0.0, +0.0, 4
+    assert root.tolist() == [-float("inf"), float("inf"), 0.5]
+    quotient = Program(((2,), (2,)), (Node("relu", ("x0",)), Node("div", ("v0", "x1"))))
+    (out,) = run(quotient, [torch.tensor([1.0, 2.0]), torch.tensor([-0.0, float("inf")])])
+    assert out.tolist() == [-float("inf"), 0.0]
+
+
+def test_only_what_is_undefined_is_kept_out():
+    assert all_defined(RSQRT, [torch.tensor([0.0, -0.0, float("-inf")])])  # -inf, +inf, +0
+    nan = Program(((2,), (2,)), (Node("relu", ("x0",)), Node("div", ("v0", "x1"))))
+    assert not all_defined(nan, [torch.tensor([0.0, 1.0]), torch.tensor([0.0, 1.0])])  # 0 / 0
+    overflow = Program(((1,),), (Node("mul_scalar", ("x0",), {"s": 3.0}), Node("exp", ("v0",))))
+    assert not all_defined(overflow, [torch.tensor([40.0])])  # inf in float32 alone
+
+
+def test_an_infinity_of_the_wrong_sign_deviates_and_the_right_one_passes():
+    x = [torch.tensor([0.0, -0.0, 4.0])]
+    (right,) = run(RSQRT, x)
+    assert judge(RSQRT, x, "same:x", lambda p, inputs, t: (right.clone(),), "cnnl").kind == PASS
+    wrong = right.abs()  # -inf read as +inf
+    judgement = judge(RSQRT, x, "unsigned:x", lambda p, inputs, t: (wrong,), "cnnl")
+    assert judgement.kind == DEVIATION and "NaN/Inf position(s) differ" in judgement.reason
+    everywhere = [torch.tensor([0.0, -0.0])]  # every output element infinite: still judged
+    assert judge(RSQRT, everywhere, "same:x", lambda p, inputs, t: run(p, inputs), "cnnl").kind == PASS
+
+
+def _findings(runner) -> list:
+    """The first finding of a 10-program search over each planted op and ``neg`` (unshrunk:
+    hypothesis's shrinking of inputs of hundreds of elements takes a minute)."""
+    found = []
+    for ops in (["rsqrt", "neg"], ["div", "neg"]):
+        campaign = Campaign([TARGET], runner, {TARGET: "cnnl"}, ops=op_set(ops), shrink_runs=0)
+        found.append(campaign.search(TARGET, 0, 10))
+    return found
+
+
+def test_a_short_campaign_catches_planted_signed_zero_bugs_and_passes_the_clean_device():
+    with TargetRunner([KERNELS]) as planted:
+        rsqrt, div = _findings(planted)
+    for finding, op in ((rsqrt, "rsqrt"), (div, "div")):
+        assert finding is not None and finding.judgement.kind == DEVIATION and op in finding.program.ops
+        assert "NaN/Inf position(s) differ" in finding.judgement.reason
+    assert _findings(TargetRunner()) == [None, None]
