@@ -3,6 +3,8 @@
 output [0]: rel_mse 0.5 > bound 0.02 (policy:cnml); golden: device rel_mse 0.5 > k x reference 0 + floor = 1.192e-07 (k = 3, floor = 1.19e-07; policy:golden)
 Re-run: python a3ee3628a0a1.py  (exit status 1 and MISMATCH lines while the target is wrong)
 """
+from math import inf
+
 import torch
 
 INPUTS = [
@@ -49,9 +51,21 @@ def rel_mse(actual, expected):
 
 def wrong(actual, reference, golden):
     """Why the target's output is wrong ("" if it is not): another shape or dtype than the CPU's,
-    or an error against float64 beyond twice the CPU's own plus 1e-3 (the golden rule, simplified)."""
+    a NaN, or an infinity other than the CPU's (the answer where the CPU's float32 and float64
+    runs agree on it: signs must match), an integer or bool element other than the CPU's where
+    the CPU's are the float64 run's (integers all the way: exact), or an error against float64
+    beyond twice the CPU's own plus 1e-3 (the golden rule, simplified; integers cast from
+    computed floats too)."""
     if actual.shape != reference.shape or actual.dtype != reference.dtype:
         return f"{tuple(actual.shape)} {actual.dtype} instead of {tuple(reference.shape)} {reference.dtype}"
+    if reference.is_floating_point():
+        special = torch.isinf(reference)
+        if not torch.equal(~torch.isfinite(actual), special) or not torch.equal(actual[special], reference[special]):
+            return f"NaN/Inf other than the CPU's: {actual[~torch.isfinite(actual) | special].tolist()} where the CPU has {reference[~torch.isfinite(actual) | special].tolist()}"
+        actual, reference, golden = actual[~special], reference[~special], golden[~special]
+    if not reference.is_floating_point() and torch.equal(reference, golden.to(reference.dtype)):
+        differ = int((actual != reference).sum())
+        return f"{differ} of {reference.numel()} elements differ from the CPU's (exact)" if differ else ""
     if rel_mse(actual, golden) > 2 * rel_mse(reference, golden) + 1e-3:
         return f"rel_mse {rel_mse(actual, golden):.3g} against float64, the CPU's {rel_mse(reference, golden):.3g}"
     return ""

@@ -3,6 +3,8 @@
 output [0]: 1 / 5 elements differ (20.0%), must be bit-exact; 1 / 5 elements differ (20.0%), must be bit-exact
 Re-run: python a4a968614aa0.py  (exit status 1 and MISMATCH lines while the target is wrong)
 """
+from math import inf
+
 import torch
 
 INPUTS = [
@@ -34,11 +36,18 @@ def rel_mse(actual, expected):
 
 def wrong(actual, reference, golden):
     """Why the target's output is wrong ("" if it is not): another shape or dtype than the CPU's,
-    an integer or bool element other than the CPU's where the CPU's are the float64 run's
-    (integers all the way: exact), or an error against float64 beyond twice the CPU's own plus
-    1e-3 (the golden rule, simplified; integers cast from computed floats too)."""
+    a NaN, or an infinity other than the CPU's (the answer where the CPU's float32 and float64
+    runs agree on it: signs must match), an integer or bool element other than the CPU's where
+    the CPU's are the float64 run's (integers all the way: exact), or an error against float64
+    beyond twice the CPU's own plus 1e-3 (the golden rule, simplified; integers cast from
+    computed floats too)."""
     if actual.shape != reference.shape or actual.dtype != reference.dtype:
         return f"{tuple(actual.shape)} {actual.dtype} instead of {tuple(reference.shape)} {reference.dtype}"
+    if reference.is_floating_point():
+        special = torch.isinf(reference)
+        if not torch.equal(~torch.isfinite(actual), special) or not torch.equal(actual[special], reference[special]):
+            return f"NaN/Inf other than the CPU's: {actual[~torch.isfinite(actual) | special].tolist()} where the CPU has {reference[~torch.isfinite(actual) | special].tolist()}"
+        actual, reference, golden = actual[~special], reference[~special], golden[~special]
     if not reference.is_floating_point() and torch.equal(reference, golden.to(reference.dtype)):
         differ = int((actual != reference).sum())
         return f"{differ} of {reference.numel()} elements differ from the CPU's (exact)" if differ else ""

@@ -3,6 +3,8 @@
 output [0]: dtype mismatch: actual float16 vs expected float32; dtype mismatch: actual float16 vs expected float32
 Re-run: python 0b2e2f5db198.py  (exit status 1 and MISMATCH lines while the target is wrong)
 """
+from math import inf
+
 import torch
 
 INPUTS = [
@@ -27,7 +29,8 @@ def on_target(fn, args):
     from mluverify.cli.fuzz import TargetRunner  # mlu:cnml needs mluverify
     from mluverify.fuzz.program import Program
     import json
-    return TargetRunner()(Program.from_json(json.loads('{"format": "mluverify-fuzz-program", "version": 1, "inputs": [[2, 4, 4, 6], [1, 1, 6]], "nodes": [{"op": "cast", "args": ["x0"], "params": {"dtype": "float16"}}, {"op": "maximum", "args": ["v0", "x1"], "params": {}}]}')), args, "mlu:cnml")
+    with TargetRunner(()) as runner:  # the back ends and device kernels of these plugins
+        return runner(Program.from_json(json.loads('{"format": "mluverify-fuzz-program", "version": 2, "inputs": [[2, 4, 4, 6], [1, 1, 6]], "nodes": [{"op": "cast", "args": ["x0"], "params": {"dtype": "float16"}}, {"op": "maximum", "args": ["v0", "x1"], "params": {}}]}')), args, "mlu:cnml")
 
 
 def rel_mse(actual, expected):
@@ -37,9 +40,21 @@ def rel_mse(actual, expected):
 
 def wrong(actual, reference, golden):
     """Why the target's output is wrong ("" if it is not): another shape or dtype than the CPU's,
-    or an error against float64 beyond twice the CPU's own plus 1e-3 (the golden rule, simplified)."""
+    a NaN, or an infinity other than the CPU's (the answer where the CPU's float32 and float64
+    runs agree on it: signs must match), an integer or bool element other than the CPU's where
+    the CPU's are the float64 run's (integers all the way: exact), or an error against float64
+    beyond twice the CPU's own plus 1e-3 (the golden rule, simplified; integers cast from
+    computed floats too)."""
     if actual.shape != reference.shape or actual.dtype != reference.dtype:
         return f"{tuple(actual.shape)} {actual.dtype} instead of {tuple(reference.shape)} {reference.dtype}"
+    if reference.is_floating_point():
+        special = torch.isinf(reference)
+        if not torch.equal(~torch.isfinite(actual), special) or not torch.equal(actual[special], reference[special]):
+            return f"NaN/Inf other than the CPU's: {actual[~torch.isfinite(actual) | special].tolist()} where the CPU has {reference[~torch.isfinite(actual) | special].tolist()}"
+        actual, reference, golden = actual[~special], reference[~special], golden[~special]
+    if not reference.is_floating_point() and torch.equal(reference, golden.to(reference.dtype)):
+        differ = int((actual != reference).sum())
+        return f"{differ} of {reference.numel()} elements differ from the CPU's (exact)" if differ else ""
     if rel_mse(actual, golden) > 2 * rel_mse(reference, golden) + 1e-3:
         return f"rel_mse {rel_mse(actual, golden):.3g} against float64, the CPU's {rel_mse(reference, golden):.3g}"
     return ""
