@@ -30,11 +30,12 @@ import collections
 import contextlib
 import contextvars
 import inspect
+import itertools
 import os
 import sys
 import time
 import unittest
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -110,11 +111,14 @@ def unsupported(target: Target) -> str:
             f"not {target}: the scripts move their tensors to 'mlu' themselves")
 
 
-class _DeviceWatch:
-    """The CPU fallbacks of a test running on its target, taken once per comparison."""
+class _RunningTest:
+    """A test running on ``run``'s target: its comparisons numbered, the device's CPU fallbacks
+    and the time taken between them."""
 
-    def __init__(self, tracker: Any) -> None:
+    def __init__(self, run: SeedRun, tracker: Any) -> None:
+        self.run = run
         self.tracker = tracker  # the device's FallbackTracker; None: the device reports none (torch_mlu)
+        self.comparisons = itertools.count(1)
         self._seen: collections.Counter[str] = collections.Counter()
         self._since = time.perf_counter()
 
@@ -134,7 +138,7 @@ def _computing(fallback_ops: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @contextlib.contextmanager
-def _on_device(run: SeedRun) -> Iterator[_DeviceWatch]:
+def _on_device(run: SeedRun) -> Iterator[_RunningTest]:
     """The test's body on ``run``'s target: its mode's kernels, its core version, fallbacks watched."""
     from mluverify.plugins.mlu_backend import TORCH_MLU, device_impl, running_on_emulator, running_on_torch_mlu
 
@@ -143,13 +147,13 @@ def _on_device(run: SeedRun) -> Iterator[_DeviceWatch]:
         raise InvalidArgument(why)
     if device_impl() == TORCH_MLU:
         with running_on_torch_mlu(run.core_version):
-            yield _DeviceWatch(None)
+            yield _RunningTest(run, None)
         return
     from mluverify.device import kernel_mode, track_fallbacks
 
     with running_on_emulator(run.core_version, run.target.mode), kernel_mode(run.target.mode), \
             track_fallbacks() as tracker:
-        yield _DeviceWatch(tracker)
+        yield _RunningTest(run, tracker)
 
 
 class TestCase(unittest.TestCase):
@@ -173,12 +177,12 @@ class TestCase(unittest.TestCase):
         import torch
 
         torch.manual_seed(self.seed)  # the same inputs in every run: a baseline compares like with like
-        with _on_device(run) as watch:
-            self._mluverify = (run, watch, iter(range(1, 1 << 30)))
+        with _on_device(run) as running:
+            self._running = running
             try:
                 return super().run(result)
             finally:
-                del self._mluverify
+                del self._running
 
     def assertTensorsEqual(self, a: Any, b: Any, prec: float | None = None, message: str = "",
                            allow_inf: bool = False, use_MSE: bool = False, use_RAE: bool = False,
@@ -188,21 +192,21 @@ class TestCase(unittest.TestCase):
 
         ``prec``: the bound on the metric the flags name (``use_MSE``: rel_mse with Cambricon's eps
         rule, ``use_RAE``: rae, ``use_RMA``: rma, none: max_abs); None: the case's resolved
-        tolerance (hook, ``[tool.mluverify.tolerances]``, the mode's policy), whose metric a flag
-        must then agree with. ``allow_inf``: infinities at the same places pass (without it an
-        infinity is recorded as an error, as Cambricon's fails on it). ``message``: heads the
-        failure.
+        tolerance (hook, ``[tool.mluverify.tolerances]``, the mode's policy, which bound rel_mse:
+        ``use_RAE`` / ``use_RMA`` need ``prec``). ``allow_inf``: infinities at the same places pass
+        (without it an infinity is recorded as an error, as Cambricon's fails on it).
+        ``message``: heads the failure.
         """
         __tracebackhide__ = True
-        run, watch, calls = getattr(self, "_mluverify", (None, None, None))
-        if run is None:
+        running = getattr(self, "_running", None)
+        if running is None:
             raise InvalidArgument("assertTensorsEqual runs inside a test run by mluverify.testing.TestCase.run "
                                   "(unittest's runner or pytest); it was called outside one")
+        run = running.run
         metric = _metric(prec, use_MSE=use_MSE, use_RAE=use_RAE, use_RMA=use_RMA)
         expected, actual = _on_cpu(a), _on_cpu(b)
-        fell_back, duration_s = watch.take()
-        call = next(calls)
-        case = _case(run, self, call, actual)
+        fell_back, duration_s = running.take()
+        case = _case(run, self, next(running.comparisons), actual)
         actual = as_reference_dtype(actual, case.dtype)
         infinite = "" if allow_inf else _infinite(expected, actual)
         if infinite:
@@ -212,7 +216,7 @@ class TestCase(unittest.TestCase):
         execution = Execution(None, fell_back, info={"device_impl": _device_impl()})
         outcome = run.pipeline.judge_pair(actual, expected, case, execution, ops_on_cpu=_computing(fell_back),
                                           tolerance=tolerance, waiver=run.waiver(case), duration_s=duration_s)
-        watch.take()  # what judging ran is no part of the next comparison
+        running.take()  # what judging ran is no part of the next comparison
         run.settle(outcome, case, message)
 
 
