@@ -33,3 +33,9 @@ def valid_choice(what: str, value: object, valid: "list[str] | tuple[str, ...] |
 
 class BackendError(MluverifyError):
     """A back end could not run a case (e.g. its compiler failed); names the case and the cause."""
+
+
+class Unsupported(MluverifyError):
+    """A target does not run a case as the case asks (a precision it does not compute, a
+    quantization it would not make): the case is skipped with the reason, and nothing is recorded
+    for it, so no record claims what did not happen."""

@@ -68,8 +68,8 @@ class Record:
     waived: bool = _column("bool_")
     # --- schema version 2: status and provenance (how the case really ran) ---
     status: str = _column("string")              # mluverify.core.status.STATUSES
-    kind: str = _column("string")                # what was compared: "output", "grad" or "param"
-    leaf: str = _column("string")                # the output (or gradient) leaf judged, "" for a single tensor
+    kind: str = _column("string")                # what was compared: "output", "grad", "param" or "group"
+    leaf: str = _column("string")                # the output (gradient, fusion group output) judged, "" for a single tensor
     executed_as: str = _column("string")         # device | fused | partially fused | layer-by-layer
     op_on_cpu: bool = _column("bool_")           # the op under test itself ran as a CPU fallback
     not_fused_reason: str = _column("string")    # why a fused target ran (partly) layer by layer

@@ -13,6 +13,11 @@ judged against a float32 CPU reference, each op against a CPU re-run of its devi
 The harness's own deep copies and device moves (``HARNESS_OPS``) are left out of the shown
 table unless they break the tolerance (``all_ops=True`` / ``--all-ops`` shows them).
 
+A dump of a fused run (``dump_case`` on ``mlu:cnml``) also holds each fusion group's outputs
+beside its own graph on the CPU (``fused_groups/``, ``mluverify.dump._groups``): the groups are
+judged first, and the first group whose own error breaks the bound is blamed (the op table then
+is the same call run layer by layer, which a fused kernel's error never reaches).
+
 This module computes; the reports (CSV, markdown, the HTML page in the look of every mluverify
 page) and the lookup of a run's record for its dump are the report's:
 ``mluverify.report.dump_diff``.
@@ -21,13 +26,15 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from mluverify.judge import EXACT, PAIR_JUDGEABLE, POLICIES, Tolerance, policy, raw_rel_mse_from_sqnr_db
+from mluverify.dump._case import FUSED_GROUPS
+from mluverify.dump._groups import GROUP_COLUMNS, first_wrong_group, group_table
 from mluverify.dump._index import load
 from mluverify.errors import RecordsError
 
@@ -102,12 +109,21 @@ class DumpDiff:
     output_rel_mse: float  # total error of the last judged op: the dumped call's result
     case: CaseError | None = None  # the case's record, when the dump belongs to a run
     note: str = ""  # why the ops are not judged with the case's own tolerance, when they are not
+    # A fused run's fusion groups, one row per output in the order they ran (empty: none ran).
+    groups: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=GROUP_COLUMNS))
+    group_source: str = ""  # the tolerance judging the groups
+
+    @property
+    def first_group(self) -> pd.Series | None:
+        """The first group output whose own error (against its graph on the CPU) breaks the bound."""
+        return first_wrong_group(self.groups)
 
     @property
     def verdict(self) -> str:
-        """``blamed`` (an op's own error breaks the bound), ``unexplained`` (the case failed,
-        or the dump's output breaks the bound, yet no op is blamed) or ``clean``."""
-        if self.first_offender is not None:
+        """``blamed`` (a fusion group's or an op's own error breaks the bound), ``unexplained``
+        (the case failed, or the dump's output breaks the bound, yet nothing is blamed) or
+        ``clean``."""
+        if self.first_offender is not None or self.first_group is not None:
             return "blamed"
         if self.case is not None:
             return "unexplained" if self.case.status in ("failed", "waived") else "clean"
@@ -119,8 +135,12 @@ def dump_diff(dump_dir: str | os.PathLike[str], mode: str | None = None,
     """Per-op own / inherited / total error of a ``use_cpu`` dump, each op judged by
     ``op_tolerance(mode, case)``: ``mode``'s policy when given, else the case's own resolved
     tolerance; ``case``: the dumped case's judgement (``mluverify.report.dump_diff.case_error``
-    finds it for a run's dump)."""
+    finds it for a run's dump). A fused run's groups (``fused_groups/``) are judged the same
+    way, by ``cnml`` when neither ``mode`` nor ``case`` says (the fused policy; the ops of a dump
+    run layer by layer and default to ``cnnl``)."""
     judging = op_tolerance(mode, case)
+    group_tolerance = policy("cnml") if mode is None and case is None else judging.tolerance
+    groups = group_table(Path(dump_dir) / FUSED_GROUPS, group_tolerance)
     tolerance = judging.tolerance
     mode = mode or (case.mode if case is not None and case.mode else "cnnl")
     index = load(dump_dir)
@@ -134,11 +154,13 @@ def dump_diff(dump_dir: str | os.PathLike[str], mode: str | None = None,
     table = _op_table(index, tolerance)
     breaking = table[table["own_passed"] == False]  # noqa: E712 (NaN means not judged)
     first = None if breaking.empty else int(breaking["seq"].iloc[0])
-    reproducer = None if first is None else _reproducer(Path(dump_dir), index, first)
+    wrong_group = first_wrong_group(groups)
+    reproducer = _group_reproducer(wrong_group, group_tolerance) if wrong_group is not None else \
+        None if first is None else _reproducer(Path(dump_dir), index, first)
     totals = table["total_rel_mse"].dropna()
     output = float(totals.iloc[-1]) if len(totals) else math.nan
     return DumpDiff(Path(dump_dir), mode, tolerance.metric, tolerance.bound, tolerance.source, table, first,
-                    reproducer, output, case, judging.note)
+                    reproducer, output, case, judging.note, groups, group_tolerance.source)
 
 
 def _op_table(index: pd.DataFrame, tolerance: Tolerance) -> pd.DataFrame:
@@ -187,6 +209,20 @@ def _signature(rows: pd.DataFrame) -> str:
 
 def _dims(shape: object) -> list[int]:
     return [int(size) for size in shape]
+
+
+def _group_reproducer(row: pd.Series, tolerance: Tolerance) -> str:
+    """How to compare the blamed group's output with its graph's on the CPU again."""
+    return "\n".join([
+        f"group: {row['group']} output {row['output']} ({row['dtype']} {row['shape']})",
+        f"ops: {', '.join(str(row['ops']).split())}",
+        "  import torch",
+        "  from mluverify import Tolerance, compare",
+        f"  fused = torch.load({row['fused_file']!r})",
+        f"  reference = torch.load({row['reference_file']!r})  # the group's graph on the CPU, float32",
+        "  fused = fused.float() if fused.is_floating_point() else fused",
+        f"  print(compare(fused, reference, tolerance=Tolerance({tolerance.metric!r}, {tolerance.bound!r})).reason)",
+    ])
 
 
 def _reproducer(dump_dir: Path, index: pd.DataFrame, seq: int) -> str:

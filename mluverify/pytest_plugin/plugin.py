@@ -20,7 +20,7 @@ import pytest
 from mluverify.core.case import Case, Target
 from mluverify.core.config import Settings, load_settings
 from mluverify.core.expectations import Waiver, Where, make_waiver, waiver_for
-from mluverify.errors import MluverifyError
+from mluverify.errors import MluverifyError, Unsupported
 from mluverify.pytest_plugin.run import PytestRun, is_worker, report_dir
 from mluverify.pytest_plugin.reproducer import add_options as add_reproducer_options, reproducer_command
 from mluverify.core.pipeline import Checks, Pipeline
@@ -340,7 +340,8 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
         CPU reference stays float32, and the tolerance is looked up for it. ``quant``:
         ``"int8"`` / ``"int16"`` quantizes the module (calibrated on ``args``) on the fused MLU
         targets (``mlu:cnml``, ``mlu:offline``); recorded in the ``quant`` column (``""``:
-        none). ``tolerance``: a bound on the mode policy's metric (a number) or a
+        none); a target that would quantize nothing skips the case with the reason (a module
+        ``quantize_dynamic_mlu`` quantized runs quantized on every ``mlu`` mode). ``tolerance``: a bound on the mode policy's metric (a number) or a
         ``mluverify.Tolerance``; overrides the ``mlu_tolerance`` marker, the hooks and the
         table (``mluverify.judge.resolve_tolerance``). ``seed``: the seed the test drew its
         inputs with, recorded (the ``seed`` column, shown in the case's detail); with ``grad`` it
@@ -371,6 +372,8 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
         try:
             outcome = pipeline.verify(fn, args, kwargs, case, tolerance=_tolerance_of(item, tolerance),
                                      waiver=waiver, checks=checks, grad=grad, optimizer=optimizer, task=task)
+        except Unsupported as exc:  # what the target does not do is not a result: a skip, unrecorded
+            pytest.skip(str(exc))
         except MluverifyError as exc:
             # The tool's own error (recorded as errored) says what went wrong: shown at the
             # user's call, without the frames through the tool's internals.

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # mluverify.dump imports torch: imported where a dump is at h
     from mluverify.dump import CaseError, DumpDiff
 
 OUTPUTS = ("dump_diff.csv", "dump_diff.md", "dump_diff.html")
+GROUPS_CSV = "dump_diff_groups.csv"  # a fused run's fusion groups, written when the dump has some
 
 
 def case_error(dump_dir: str | os.PathLike[str]) -> CaseError | None:
@@ -56,8 +57,13 @@ def _recorded_tolerance(record: Mapping[str, Any]) -> Tolerance | None:
 
 
 def headline(diff: DumpDiff) -> str:
-    """One line: the first offender and its own vs inherited error, that the output error is
-    left unexplained, or that nothing breaks the bound."""
+    """One line: the first offender (a fusion group, else an op) and its own error, that the
+    output error is left unexplained, or that nothing breaks the bound."""
+    group = diff.first_group
+    if group is not None:
+        return (f"first offender: fusion group {group['group']} output {group['output']} (ops: "
+                f"{', '.join(dict.fromkeys(str(group['ops']).split()))}): own {group['reason']} against the "
+                f"group's own graph on the CPU")
     if diff.verdict == "blamed":
         row = diff.table[diff.table["seq"] == diff.first_offender].iloc[0]
         if row["nan_mismatch"] > 0:
@@ -69,6 +75,8 @@ def headline(diff: DumpDiff) -> str:
                 f"{_number(row['inherited_rel_mse'])}")
     judged = int(diff.table["own_passed"].notna().sum())
     within = f"no op's own error breaks {diff.metric} <= {diff.bound:g} ({diff.source}); {judged} ops judged"
+    if len(diff.groups):
+        within += f", and no fusion group's ({len(diff.groups)} group outputs judged, {diff.group_source})"
     if diff.verdict == "clean":
         return within
     if diff.case is not None:
@@ -99,6 +107,9 @@ def to_markdown(diff: DumpDiff, all_ops: bool = False) -> str:
     parts = [f"# dump-diff {diff.dump_dir}", "", headline(diff), "", f"Each op judged by {judged_by(diff)}.", ""]
     if diff.reproducer:
         parts += ["```", diff.reproducer, "```", ""]
+    if len(diff.groups):
+        parts += ["## Fusion groups", "", GROUPS_NOTE, "", markdown_table(diff.groups), "", "## Ops, run layer by layer",
+                  ""]
     if len(shown) < len(diff.table):
         parts += [f"{len(diff.table) - len(shown)} of the harness's own copies and device moves "
                   f"left out (`--all-ops` lists them).", ""]
@@ -129,22 +140,36 @@ def to_html(diff: DumpDiff) -> str:
     sections = [("Dump", html_facts(facts))]
     if diff.reproducer:
         sections.append(("Reproducer of the first offender", html_code(diff.reproducer)))
+    if len(diff.groups):
+        groups = diff.groups.assign(judged=diff.groups["own_passed"].map({True: "within bound", False: "breaks bound"}))
+        group_spec = TableSpec(shown=GROUP_SHOWN_COLUMNS, tone="judged", order=JUDGED, long={"ops": 40}, page=1000)
+        sections.append(("Fusion groups (fused outputs vs the group's own graph on the CPU)",
+                         f"<p>{GROUPS_NOTE}</p>" + html_table(groups, "groups", group_spec)))
     sections.append(("Ops in execution order", html_table(table, "ops", spec)))
     return html_page(f"mluverify dump-diff: {diff.dump_dir.name}", html_banner(headline(diff), tone, chips), sections)
 
 
 JUDGED = ("breaks bound", "within bound", "not judged")
+GROUP_SHOWN_COLUMNS = ("group", "output", "judged", "ops", "shape", "dtype", "own_value", "bound", "reason")
+GROUPS_NOTE = ("A fused run cannot be dumped op by op (under the Dumper it runs layer by layer): each fusion "
+               "group's outputs are judged against the group's own graph run on the CPU in float32 on the same "
+               "inputs (FUSED_KERNEL_DEBUG=cpu, saved in fused_groups/). The op table is the same call run "
+               "layer by layer, where a fused kernel never runs.")
 # The page's op table (the CSV has every column).
 SHOWN_COLUMNS = ("seq", "path", "op", "judged", "inputs", "own_rel_mse", "inherited_rel_mse", "total_rel_mse",
                  "bound", "nan_mismatch", "own_max_abs", "own_max_rel", "own_cosine", "cpu_error")
 
 
 def write_dump_diff_pages(diff: DumpDiff, outdir: str | os.PathLike[str], all_ops: bool = False) -> list[Path]:
-    """Write the CSV (every op), markdown and HTML reports into ``outdir``; their paths."""
+    """Write the CSV (every op), markdown and HTML reports into ``outdir``, and the fusion
+    groups' CSV when the dump has groups; their paths."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     csv_path, md_path, html_path = (outdir / name for name in OUTPUTS)
     diff.table.to_csv(csv_path, index=False)
     md_path.write_text(to_markdown(diff, all_ops), encoding="utf-8")
     html_path.write_text(to_html(diff), encoding="utf-8")
-    return [csv_path, md_path, html_path]
+    if not len(diff.groups):
+        return [csv_path, md_path, html_path]
+    diff.groups.to_csv(outdir / GROUPS_CSV, index=False)
+    return [csv_path, md_path, html_path, outdir / GROUPS_CSV]

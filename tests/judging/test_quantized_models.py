@@ -4,9 +4,9 @@ import pandas  # imported before pytester snapshots sys.modules, so it is loaded
 import pyarrow.parquet as pq
 import pytest
 
-from mluverify.core.backends import Execution
 from mluverify.core.case import Case, Target
-from mluverify.core.pipeline import QUANTIZED_POLICY, with_quant
+from mluverify.core.pipeline import QUANTIZED_POLICY, as_run
+from mluverify.errors import Unsupported
 from mluverify.judge import policy
 
 SUITE = """
@@ -39,12 +39,22 @@ def test_a_quantize_dynamic_mlu_model_is_recorded_int8_and_judged_by_the_quantiz
     assert record["bound"] == 0.02 and record["tolerance_source"] == "policy:cnml"
 
 
-def test_a_case_takes_the_quantization_its_back_end_found_unless_it_names_one():
+def test_a_case_takes_the_quantization_of_its_module_unless_it_names_one():
+    import torch
+
+    from mluverify.device.quantization import quantize_dynamic_mlu
+    from mluverify.plugins.mlu_backend import MluBackend
+
+    backend, net = MluBackend("emulator"), torch.nn.Sequential(torch.nn.Linear(4, 4))
+    int16 = quantize_dynamic_mlu(net, dtype="int16")
     case = Case("t", "mlp", Target("mlu", "cnnl"))
-    assert with_quant(case, Execution(None, info={"quant": "int16"})).quant == "int16"
-    assert with_quant(case, Execution(None)).quant == ""
-    assert with_quant(Case("t", "mlp", Target("mlu", "cnml"), quant="int8"),
-                      Execution(None, info={"quant": "int16"})).quant == "int8"
+    assert as_run(backend, int16, case).quant == "int16"
+    assert as_run(backend, net, case).quant == ""
+    assert as_run(backend, int16, Case("t", "mlp", Target("mlu", "cnml"), quant="int8")).quant == "int8"
+    assert as_run(backend, net, Case("t", "mlp", Target("mlu", "cnml"), quant="int8")).quant == "int8"
+    # layer by layer, a float module named int8 would run in float: refused with the reason
+    with pytest.raises(Unsupported, match=r"^case t: mlu:cnnl runs a float module as it is and quantizes nothing"):
+        as_run(backend, net, Case("t", "mlp", Target("mlu", "cnnl"), quant="int8"))
     assert policy(QUANTIZED_POLICY).bound == 0.02
 
 

@@ -5,16 +5,23 @@ For group ``MLUFusionGroup{i}`` and output ``j`` the directory gets ``mmouttenso
 float32) or ``catch_cnnl_jitouttensor_<group>_<j>`` (the unfused graph op by op on the device),
 each loadable with ``torch.load``, plus ``fused_kernel_debug_index.csv`` with one row per output
 (in the order the groups ran), the group's ops and the output's rel_mse against the reference.
+
+``recording_group_runs()`` keeps the same data in memory, the ``cpu`` reference, for the calls
+of one block (the ``mlu:cnml`` target judges every group by it).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
+from mluverify.device._contextvars import block
 from mluverify.device.fusion.errors import DebugDirError
 
 INDEX_NAME = "fused_kernel_debug_index.csv"
@@ -75,3 +82,31 @@ class DebugWriter:
         partial = path.with_suffix(".csv.partial")
         pd.DataFrame(list(self._rows.values())).to_csv(partial, index=False)
         os.replace(partial, path)
+
+
+@dataclass(frozen=True)
+class GroupRun:
+    """One call of a fusion group: its name, its ops, its fused outputs and the outputs of its
+    unfused graph on the CPU in float32 given the same inputs (``FUSED_KERNEL_DEBUG=cpu``'s
+    pair), as CPU tensors of their own."""
+
+    group: str
+    ops: tuple[str, ...]
+    fused: tuple[torch.Tensor, ...]
+    reference: tuple[torch.Tensor, ...]
+
+
+_GROUP_RUNS: contextvars.ContextVar[list[GroupRun] | None] = contextvars.ContextVar(
+    "mluverify_group_runs", default=None)
+
+
+def recording_group_runs() -> contextlib.AbstractContextManager[list[GroupRun]]:
+    """``with recording_group_runs() as runs:`` every fusion group called in the block appends
+    its ``GroupRun`` to ``runs``, in the order the groups ran (each costs a CPU run of the
+    group's graph)."""
+    return block(_GROUP_RUNS, [])
+
+
+def group_runs() -> list[GroupRun] | None:
+    """The list the block being recorded appends to (None outside ``recording_group_runs``)."""
+    return _GROUP_RUNS.get()

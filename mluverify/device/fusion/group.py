@@ -8,7 +8,7 @@ import torch.utils._pytree as pytree
 from torch import fx, nn
 
 from mluverify.device.fusion import _device, numerics
-from mluverify.device.fusion.debug import DebugWriter
+from mluverify.device.fusion.debug import DebugWriter, GroupRun, group_runs
 from mluverify.device.fusion.settings import op_name
 from mluverify.device.kernels import kernel_mode
 
@@ -42,8 +42,9 @@ class FusedGroup(nn.Module):
         cpu_inputs = [_device.as_cpu(x) if _device.on_device(x) else x for x in inputs]
         with kernel_mode("cnml"):  # the kernels' fused numerics: reductions on core_number cores
             outputs = self.engine(*cpu_inputs)
-        if self.debug is not None:
-            self._save_debug(inputs, outputs)
+        recorded = group_runs()
+        if self.debug is not None or recorded is not None:
+            self._observe(inputs, outputs, recorded)
         if not any(_device.on_device(x) for x in inputs):
             return outputs
         # An output must not take over the memory of an input or a constant.
@@ -60,9 +61,20 @@ class FusedGroup(nn.Module):
             args.insert(index, convert(self._reference_constants[index]))
         return self._reference(*args)
 
-    def _save_debug(self, inputs: tuple, outputs: object) -> None:
-        expected = self.reference_outputs(inputs, self.debug.reference)
-        self.debug.save(self.name, _cpu_leaves(outputs), _cpu_leaves(expected), self.ops)
+    def _observe(self, inputs: tuple, outputs: object, recorded: list[GroupRun] | None) -> None:
+        """Hand this call's outputs and its reference run to ``FUSED_KERNEL_DEBUG`` and to the
+        block recording group runs (``recorded``), running each reference mode once."""
+        fused, references = _cpu_leaves(outputs), {}
+
+        def reference(mode: str) -> list[torch.Tensor]:
+            if mode not in references:
+                references[mode] = _cpu_leaves(self.reference_outputs(inputs, mode))
+            return references[mode]
+
+        if self.debug is not None:
+            self.debug.save(self.name, fused, reference(self.debug.reference), self.ops)
+        if recorded is not None:  # copies: the outputs' memory becomes the device tensors'
+            recorded.append(GroupRun(self.name, self.ops, _copies(fused), _copies(reference("cpu"))))
 
 
 def _adopt(output: torch.Tensor, borrowed: set[int]) -> torch.Tensor:
@@ -75,6 +87,10 @@ def _adopt(output: torch.Tensor, borrowed: set[int]) -> torch.Tensor:
 
 def _to_float32(value: object) -> object:
     return numerics.cast_floating(value, torch.float32)
+
+
+def _copies(tensors: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    return tuple(t.detach().clone() for t in tensors)
 
 
 def _cpu_leaves(value: object) -> list[torch.Tensor]:
