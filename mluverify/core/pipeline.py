@@ -31,7 +31,7 @@ from mluverify.core.plugin_manager import call_hook
 from mluverify.core.provenance import ops_under_test_on_cpu, run_recording
 from mluverify.core.record import Record, make_record
 from mluverify.core.task import Task, TaskResult
-from mluverify.errors import ConfigError, Unsupported
+from mluverify.errors import ConfigError
 from mluverify.judge import Tolerance, Verdict, compare, policy, resolve_tolerance
 
 
@@ -86,7 +86,8 @@ class _Comparison:
 
 @dataclass(frozen=True)
 class _Judged:
-    """A case run on its target and judged, not yet decided nor recorded."""
+    """A case run on its target and judged, not yet decided nor recorded: the case as it ran
+    (with the quantization its back end found, ``with_quant``)."""
 
     case: Case
     execution: Execution
@@ -147,27 +148,22 @@ class Pipeline:
         (``mluverify.core.gradients``; ``optimizer``: a factory whose one step is judged too; no
         determinism re-run nor failure dump). ``task``: a task metric scored on the output and
         gated by its threshold (``mluverify.core.task``; not with ``grad``). A device (or
-        reference) that raises is recorded as ``errored`` and the exception re-raised. A case
-        the back end does not run as it asks (``Backend.refusal``, or a back end raising
-        ``Unsupported`` as it runs) raises ``Unsupported`` and is not recorded.
+        reference) that raises is recorded as ``errored`` and the exception re-raised.
         """
         _, backend = self.resolve(case.target)
         if grad and task is not None:
             raise ConfigError(f"{case.case_id}: a task metric judges an output; it cannot go with grad=True")
-        case = as_run(backend, fn, case)
         started = time.perf_counter()
         try:
             judged = (self._judge_gradients(backend, fn, args, kwargs, case, tolerance, checks, optimizer) if grad
                       else self._judge_output(backend, fn, args, kwargs, case, tolerance, checks, task))
-        except Unsupported:
-            raise
         except Exception as exc:
             self.write_errored(case, _one_line(exc), time.perf_counter() - started, kind=GRAD if grad else OUTPUT)
             raise
         case = judged.case
         # compiling is recorded apart (compile_s), so duration_s compares with eager targets
         duration_s = time.perf_counter() - started - (judged.execution.info.get("compile_s") or 0.0)
-        if self.dump_case is not None and not grad and not judged.comparisons[0].verdict.passed:
+        if self.dump_case is not None and not grad and not all(c.verdict.passed for c in judged.comparisons):
             dumped = self._dump(backend, fn, cast_floating(args, case.dtype), kwargs, case)
             case = replace(case, reproducer=f"{case.reproducer}; dump: {dumped}")
         outcomes = [self._record(case, comparison, judged, duration_s, waiver) for comparison in judged.comparisons]
@@ -193,6 +189,7 @@ class Pipeline:
                       marker: Tolerance | float | None, checks: Checks, task: Task | None = None) -> _Judged:
         device_args = cast_floating(args, case.dtype)
         execution = backend.execute(fn, device_args, dict(kwargs), case=case)
+        case = with_quant(case, execution)
         nondeterminism = self._second_run(backend, fn, device_args, kwargs, case, execution)
         if execution.fallback_ops and not case.aten_ops:  # which fallback computed the case?
             expected, dispatched = run_recording(fn, *args, **kwargs)
@@ -203,7 +200,25 @@ class Pipeline:
                                 tolerance, case, checks)
         comparison = _Comparison(OUTPUT, verdict, ops_under_test_on_cpu(case, execution.fallback_ops, dispatched))
         scored = task.score(execution.output, expected, case.case_id) if task is not None else None
-        return _Judged(case, execution, [comparison], note, nondeterminism, scored)
+        groups = self._group_comparisons(backend, execution, tolerance, case, checks)
+        return _Judged(case, execution, [comparison, *groups], note, nondeterminism, scored)
+
+    def _group_comparisons(self, backend: Backend, execution: Execution, tolerance: Tolerance, case: Case,
+                           checks: Checks) -> list[_Comparison]:
+        """One comparison per fusion group call of a fused run (``Execution.groups``): the
+        group's outputs against its own graph on the CPU, judged by the case's tolerance (by its
+        policy where that is the golden rule: a group has no float64 run). The verdict names the
+        group and its ops."""
+        if tolerance.needs_golden:
+            tolerance = policy(policy_name(backend, case))
+        comparisons = []
+        for group in execution.groups:
+            verdict = self._compare(upcast_floating(group.actual), group.expected, None, tolerance, case, checks)
+            ops = f"{len(group.ops)} ops: {', '.join(dict.fromkeys(group.ops))}"
+            comparisons.append(_Comparison(GROUP, replace(
+                verdict, leaf=group.name + verdict.leaf,
+                reason=f"fusion group {group.name} ({ops}) against its own graph on the CPU: {verdict.reason}"), ()))
+        return comparisons
 
     def _judge_gradients(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any],
                          case: Case, marker: Tolerance | float | None, checks: Checks,
@@ -212,6 +227,7 @@ class Pipeline:
         upstream, forward = run_recording(probe.upstream, args, kwargs)
         probe_args = (upstream, *args)
         execution = backend.execute(probe, cast_floating(probe_args, case.dtype), dict(kwargs), case=case)
+        case = with_quant(case, execution)
         expected, whole = run_recording(copy.deepcopy(probe), *probe_args, **kwargs)
         dispatched = forward.with_backward(whole)
         tolerance, golden, note = self._tolerance_and_golden(probe, probe_args, kwargs, case, marker, checks)
@@ -315,6 +331,8 @@ class Pipeline:
             self._writer.close()
 
 
+# The kind of a fusion group's comparison (beside ``gradients.OUTPUT``, ``GRAD``, ``PARAM``).
+GROUP = "group"
 # The documents' rule for quantized models (int8 / int16): the fused / quantized bound, on any target.
 QUANTIZED_POLICY = "cnml"
 
@@ -325,15 +343,10 @@ def policy_name(backend: Backend, case: Case) -> str:
     return QUANTIZED_POLICY if case.quant else backend.policy(case.mode)
 
 
-def as_run(backend: Backend, fn: Callable, case: Case) -> Case:
-    """``case`` as ``backend`` will run it: quantized as the module already is (a
-    ``quantize_dynamic_mlu`` model) when the case names no quantization; ``Unsupported`` with the
-    back end's reason when it does not run the case as asked (``Backend.refusal``), so a record
-    never claims a quantization or a precision that did not happen."""
-    refusal = backend.refusal(fn, case)
-    if refusal:
-        raise Unsupported(f"case {case.case_id}: {refusal}")
-    found = backend.quantized_width(fn)
+def with_quant(case: Case, execution: Execution) -> Case:
+    """``case`` quantized as its back end found the module it ran (``Execution.info["quant"]``,
+    e.g. a ``quantize_dynamic_mlu`` model) when the case itself names no quantization."""
+    found = execution.info.get("quant") or ""
     return replace(case, quant=found) if found and not case.quant else case
 
 
@@ -349,8 +362,11 @@ def cast_floating(obj: Any, dtype: str) -> Any:
 
 def as_reference_dtype(obj: Any, dtype: str) -> Any:
     """Device outputs computed in a reduced precision, upcast to the CPU reference's float32."""
-    if dtype == "float32":
-        return obj
+    return obj if dtype == "float32" else upcast_floating(obj)
+
+
+def upcast_floating(obj: Any) -> Any:
+    """``obj`` with every floating tensor in float32 (the CPU references' precision)."""
     return map_tensors(lambda t: t.float() if t.is_floating_point() else t, obj)
 
 

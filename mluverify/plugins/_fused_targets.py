@@ -16,11 +16,13 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from mluverify.core.backends import map_tensors
+from mluverify.core.backends import GroupOutputs, map_tensors
 from mluverify.core.case import Case
 from mluverify.device.fusion import FusionSummary, fuse
-from mluverify.errors import Unsupported
+from mluverify.device.fusion.debug import recording_group_runs
 from mluverify.plugins._bound_call import BoundCall
+
+QUANT_DTYPES = ("int8", "int16")
 
 
 def _float32(t: torch.Tensor) -> torch.Tensor:
@@ -29,31 +31,29 @@ def _float32(t: torch.Tensor) -> torch.Tensor:
 
 def prepared(fn: Callable, args: tuple, kwargs: dict, case: Case) -> nn.Module:
     """A CPU module computing ``fn(*args, **kwargs)``: quantized (calibrated on ``args`` in
-    float32) when ``case.quant`` names a quantization (``Unsupported`` when ``fn`` has no layer
-    to quantize), floating weights in ``case.dtype``."""
+    float32) when ``case.quant`` is int8 / int16, floating weights in ``case.dtype``."""
     module = BoundCall(copy.deepcopy(fn) if isinstance(fn, nn.Module) else fn, kwargs)
-    if case.quant:
+    if case.quant in QUANT_DTYPES:
         from mluverify.device.quantization import quantize_for_target
-        from mluverify.plugins.mlu_backend import quantized_width
 
         module = quantize_for_target(module, [map_tensors(_float32, args)], dtype=case.quant)
-        if not quantized_width(module):  # the case would run in float, recorded as quantized
-            raise Unsupported(f"case {case.case_id}: {case.target} quantizes the layers of a module "
-                              f"(nn.Linear, nn.Conv1d/2d/3d and those of the mluverify_quant_mapping hook); "
-                              f"{module.display_name} has none, so quant={case.quant!r} would quantize nothing")
     dtype = getattr(torch, case.dtype, None)
     if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
         module = module.to(dtype)
     return module.eval()
 
 
-def run_fused(fn: Callable, args: tuple, kwargs: dict, case: Case) -> tuple[Any, FusionSummary]:
+def run_fused(fn: Callable, args: tuple, kwargs: dict, case: Case) -> tuple[Any, FusionSummary, tuple[GroupOutputs, ...]]:
     """Run ``fn`` on ``mlu`` fused (``fuse``), as the ``cnml`` mode of the ``mlu`` back end;
-    return the output and how the call ran."""
+    return the output, how the call ran and what each fusion group computed beside its own
+    graph on the CPU (``FUSED_KERNEL_DEBUG=cpu``'s pair, kept in memory)."""
     inputs = map_tensors(_to_mlu, args)
     with torch.no_grad():
         fused = fuse(prepared(fn, args, kwargs, case).to("mlu"), inputs)
-        return fused(*inputs), fused.runtime.summary()
+        with recording_group_runs() as runs:
+            output = fused(*inputs)
+    groups = tuple(GroupOutputs(run.group, run.ops, run.fused, run.reference) for run in runs)
+    return output, fused.runtime.summary(), groups
 
 
 def run_offline(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Any:
