@@ -133,6 +133,16 @@ def arrays(draw, shape: Sequence[int], distribution: str, *, low: float | None =
     return drawn.astype(np.float32)
 
 
+def special_points(dtype: str = "float32") -> np.ndarray:
+    """The points where ops are defined but special, as float32 values ``dtype`` holds: signed
+    zeros, +-1, the smallest subnormal, smallest normal and largest finite value of ``dtype``
+    with both signs, and the signed infinities. The op suites try every op at each of them
+    (each pair for a binary op) where the op is defined, a case of its own."""
+    info = np.finfo(dtype)
+    magnitudes = (0.0, 1.0, info.smallest_subnormal, info.tiny, info.max, math.inf)
+    return np.array([value for magnitude in magnitudes for value in (magnitude, -magnitude)], dtype=np.float32)
+
+
 def on_grid(array: np.ndarray, dtype: str) -> np.ndarray:
     """float32 ``array`` rounded to the values ``dtype`` can hold (kept float32; out-of-range
     values clipped to its largest finite value, non-finite ones kept).

@@ -4,6 +4,11 @@ Inputs come from ``mluverify.strategies``: shapes with size-1 and odd dims, mayb
 non-contiguous, values from every distribution, restricted to each op's domain; ops that define
 results at +-inf / NaN also get non-finite inputs. float16 cases draw values float16 holds, so
 the float32 CPU reference sees the same inputs; ``half_limit`` keeps results inside float16.
+
+Each op also gets one case at its special points (``strategies.special_points``: signed zeros,
++-1, the dtype's smallest subnormal, smallest normal and largest value, the infinities; every
+pair of them for a binary op), wherever it is defined: rsqrt(-0.0) = -inf, x / -0.0, exp(-inf) = 0,
+tanh(+-inf) = +-1. The drawn cases keep away from these (their domains keep results accurate).
 """
 from __future__ import annotations
 
@@ -16,7 +21,15 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, strategies as st
 
-from mluverify.strategies import DISTRIBUTIONS, NONFINITE, broadcastable_shapes, shapes, search_score, tensors
+from mluverify.strategies import (
+    DISTRIBUTIONS,
+    NONFINITE,
+    broadcastable_shapes,
+    search_score,
+    shapes,
+    special_points,
+    tensors,
+)
 
 
 class Unary(NamedTuple):
@@ -142,3 +155,34 @@ def test_with_scalar(verify, name: str, fn: Callable, dtype: str, data) -> None:
     x = data.draw(tensors(shapes(), low=-1e4, high=1e4, grid=dtype), label="x")
     verdict = verify(fn, x, op=name, dtype=dtype)
     hypothesis.target(search_score(verdict.diagnostics, verdict.value), label=_label(name, dtype))
+
+
+# op name, callable, arity, half_limit: every op of the tables above
+SPECIAL_CASES = (*((op.name, op.fn, 1, op.half_limit) for op in UNARY),
+                 *((op.name, op.fn, 2, op.half_limit) for op in BINARY),
+                 *((name, fn, 1, None) for name, fn in SCALAR))
+
+
+def _special_inputs(fn: Callable, arity: int, dtype: str, half_limit: float | None) -> tuple[torch.Tensor, ...]:
+    """Each special point of ``dtype`` (each pair of them for ``arity`` 2) where ``fn`` is
+    defined (its CPU result is not NaN: log(-1) is left out, log(-0.0) = -inf kept) and the
+    CPU's float32 result is finite exactly where the float64 result in ``dtype`` is: an overflow
+    of one precision only (gelu's float32 formula at float32's largest value, x + x at float16's)
+    says nothing of the device. In float16 finite points stay within ``half_limit``, as in the
+    drawn cases (the op may overflow float16 inside, as x - 2y does)."""
+    points = torch.from_numpy(special_points(dtype))
+    if dtype == "float16" and half_limit is not None:
+        points = points[~points.isfinite() | (points.abs() <= half_limit)]
+    operands = tuple(torch.cartesian_prod(points, points).T) if arity == 2 else (points,)
+    result = fn(*operands)
+    if not result.is_floating_point():
+        return operands
+    exact = fn(*(operand.double() for operand in operands)).to(getattr(torch, dtype))
+    defined = ~result.isnan() & (result.isfinite() == exact.isfinite())
+    return tuple(operand[defined] for operand in operands)
+
+
+@pytest.mark.parametrize("name, fn, arity, half_limit", SPECIAL_CASES, ids=[case[0] for case in SPECIAL_CASES])
+def test_special_points(verify, name: str, fn: Callable, arity: int, half_limit: float | None, dtype: str) -> None:
+    # an output that is all infinities (both sides, same signs) is the right answer here
+    verify(fn, *_special_inputs(fn, arity, dtype, half_limit), op=name, dtype=dtype, expect_non_finite=True)
