@@ -44,9 +44,7 @@ class Execution:
     ``"layer-by-layer"`` (a fused mode that ran op by op); ``not_fused_reason`` says why a fused
     mode did not fuse everything. ``info``: facts about the device for the record, keyed by
     record column (``mluverify.report.records.PROVENANCE_COLUMNS``: ``device_impl``,
-    ``core_version``, ``core_number``, ``compile_s``, ``graph_breaks``, ``recompiles``), and
-    ``quant``: the bit width (``"int8"``) of an already quantized module, which a case naming
-    none takes (``mluverify.core.pipeline.with_quant``).
+    ``core_version``, ``core_number``, ``compile_s``, ``graph_breaks``, ``recompiles``).
     ``groups``: what each fusion group of a fused run computed, beside its own graph on the CPU
     (each judged as a comparison of its own, kind ``group``).
     """
@@ -75,6 +73,9 @@ class Backend(abc.ABC):
     # Device variants a case can run on, the default first (the MLU's core versions); a back
     # end with variants runs ``case.core_version`` ("" meaning the default).
     variants: tuple[str, ...] = ()
+    # Modes that quantize a float module when a case names a quantization (``quant="int8"``);
+    # the other modes run a module as it is.
+    quantizing_modes: tuple[str, ...] = ()
 
     def unavailable_reason(self) -> str | None:
         """Why this back end cannot run here (no such device, ...), or None."""
@@ -94,6 +95,23 @@ class Backend(abc.ABC):
         if unknown:
             raise valid_choice(f"variant (core version) of back end {self.name!r}", unknown[0], self.variants)
         return tuple(requested) or self.variants[:1]
+
+    def quantized_width(self, fn: Callable) -> str:
+        """The bit width (``"int8"``) of a module already quantized for this device, which the
+        case then runs quantized on every mode; ``""`` for anything else."""
+        return ""
+
+    def refusal(self, fn: Callable, case: Case) -> str | None:
+        """Why this back end does not run ``case`` as the case asks, or None; the pipeline then
+        skips the case (``mluverify.errors.Unsupported``). Here: a quantization that ``case.mode``
+        would not make, of a module that is not quantized already. Back ends add their own
+        (a precision the device does not compute) and keep this one."""
+        if not case.quant or case.mode in self.quantizing_modes or self.quantized_width(fn):
+            return None
+        where = (f"the modes that quantize: {', '.join(f'{self.name}:{m}' for m in self.quantizing_modes)}"
+                 if self.quantizing_modes else f"no mode of {self.name} quantizes")
+        return (f"{case.target} runs a float module as it is and quantizes nothing, so quant={case.quant!r} "
+                f"would record float results as quantized ones ({where})")
 
     @abc.abstractmethod
     def execute(self, fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:

@@ -31,7 +31,7 @@ from mluverify.core.plugin_manager import call_hook
 from mluverify.core.provenance import ops_under_test_on_cpu, run_recording
 from mluverify.core.record import Record, make_record
 from mluverify.core.task import Task, TaskResult
-from mluverify.errors import ConfigError
+from mluverify.errors import ConfigError, Unsupported
 from mluverify.judge import Tolerance, Verdict, compare, policy, resolve_tolerance
 
 
@@ -86,8 +86,7 @@ class _Comparison:
 
 @dataclass(frozen=True)
 class _Judged:
-    """A case run on its target and judged, not yet decided nor recorded: the case as it ran
-    (with the quantization its back end found, ``with_quant``)."""
+    """A case run on its target and judged, not yet decided nor recorded."""
 
     case: Case
     execution: Execution
@@ -148,15 +147,20 @@ class Pipeline:
         (``mluverify.core.gradients``; ``optimizer``: a factory whose one step is judged too; no
         determinism re-run nor failure dump). ``task``: a task metric scored on the output and
         gated by its threshold (``mluverify.core.task``; not with ``grad``). A device (or
-        reference) that raises is recorded as ``errored`` and the exception re-raised.
+        reference) that raises is recorded as ``errored`` and the exception re-raised. A case
+        the back end does not run as it asks (``Backend.refusal``, or a back end raising
+        ``Unsupported`` as it runs) raises ``Unsupported`` and is not recorded.
         """
         _, backend = self.resolve(case.target)
         if grad and task is not None:
             raise ConfigError(f"{case.case_id}: a task metric judges an output; it cannot go with grad=True")
+        case = as_run(backend, fn, case)
         started = time.perf_counter()
         try:
             judged = (self._judge_gradients(backend, fn, args, kwargs, case, tolerance, checks, optimizer) if grad
                       else self._judge_output(backend, fn, args, kwargs, case, tolerance, checks, task))
+        except Unsupported:
+            raise
         except Exception as exc:
             self.write_errored(case, _one_line(exc), time.perf_counter() - started, kind=GRAD if grad else OUTPUT)
             raise
@@ -189,7 +193,6 @@ class Pipeline:
                       marker: Tolerance | float | None, checks: Checks, task: Task | None = None) -> _Judged:
         device_args = cast_floating(args, case.dtype)
         execution = backend.execute(fn, device_args, dict(kwargs), case=case)
-        case = with_quant(case, execution)
         nondeterminism = self._second_run(backend, fn, device_args, kwargs, case, execution)
         if execution.fallback_ops and not case.aten_ops:  # which fallback computed the case?
             expected, dispatched = run_recording(fn, *args, **kwargs)
@@ -227,7 +230,6 @@ class Pipeline:
         upstream, forward = run_recording(probe.upstream, args, kwargs)
         probe_args = (upstream, *args)
         execution = backend.execute(probe, cast_floating(probe_args, case.dtype), dict(kwargs), case=case)
-        case = with_quant(case, execution)
         expected, whole = run_recording(copy.deepcopy(probe), *probe_args, **kwargs)
         dispatched = forward.with_backward(whole)
         tolerance, golden, note = self._tolerance_and_golden(probe, probe_args, kwargs, case, marker, checks)
@@ -343,10 +345,15 @@ def policy_name(backend: Backend, case: Case) -> str:
     return QUANTIZED_POLICY if case.quant else backend.policy(case.mode)
 
 
-def with_quant(case: Case, execution: Execution) -> Case:
-    """``case`` quantized as its back end found the module it ran (``Execution.info["quant"]``,
-    e.g. a ``quantize_dynamic_mlu`` model) when the case itself names no quantization."""
-    found = execution.info.get("quant") or ""
+def as_run(backend: Backend, fn: Callable, case: Case) -> Case:
+    """``case`` as ``backend`` will run it: quantized as the module already is (a
+    ``quantize_dynamic_mlu`` model) when the case names no quantization; ``Unsupported`` with the
+    back end's reason when it does not run the case as asked (``Backend.refusal``), so a record
+    never claims a quantization or a precision that did not happen."""
+    refusal = backend.refusal(fn, case)
+    if refusal:
+        raise Unsupported(f"case {case.case_id}: {refusal}")
+    found = backend.quantized_width(fn)
     return replace(case, quant=found) if found and not case.quant else case
 
 

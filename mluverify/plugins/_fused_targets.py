@@ -20,9 +20,8 @@ from mluverify.core.backends import GroupOutputs, map_tensors
 from mluverify.core.case import Case
 from mluverify.device.fusion import FusionSummary, fuse
 from mluverify.device.fusion.debug import recording_group_runs
+from mluverify.errors import Unsupported
 from mluverify.plugins._bound_call import BoundCall
-
-QUANT_DTYPES = ("int8", "int16")
 
 
 def _float32(t: torch.Tensor) -> torch.Tensor:
@@ -31,12 +30,18 @@ def _float32(t: torch.Tensor) -> torch.Tensor:
 
 def prepared(fn: Callable, args: tuple, kwargs: dict, case: Case) -> nn.Module:
     """A CPU module computing ``fn(*args, **kwargs)``: quantized (calibrated on ``args`` in
-    float32) when ``case.quant`` is int8 / int16, floating weights in ``case.dtype``."""
+    float32) when ``case.quant`` names a quantization (``Unsupported`` when ``fn`` has no layer
+    to quantize), floating weights in ``case.dtype``."""
     module = BoundCall(copy.deepcopy(fn) if isinstance(fn, nn.Module) else fn, kwargs)
-    if case.quant in QUANT_DTYPES:
+    if case.quant:
         from mluverify.device.quantization import quantize_for_target
+        from mluverify.plugins.mlu_backend import quantized_width
 
         module = quantize_for_target(module, [map_tensors(_float32, args)], dtype=case.quant)
+        if not quantized_width(module):  # the case would run in float, recorded as quantized
+            raise Unsupported(f"case {case.case_id}: {case.target} quantizes the layers of a module "
+                              f"(nn.Linear, nn.Conv1d/2d/3d and those of the mluverify_quant_mapping hook); "
+                              f"{module.display_name} has none, so quant={case.quant!r} would quantize nothing")
     dtype = getattr(torch, case.dtype, None)
     if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
         module = module.to(dtype)

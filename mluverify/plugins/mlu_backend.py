@@ -7,11 +7,12 @@ judged by the ``cnnl`` policy. ``mlu:cnml`` runs it fused (MagicMind-like groups
 when the case asks for int8 / int16), judged by the ``cnml`` policy, and says how much of it
 really ran fused (``executed_as``, ``not_fused_reason``). ``mlu:offline`` (emulator) saves the
 fused program as an offline model, loads it back and runs it: bit for bit ``mlu:cnml``. Each
-mode is one runner in ``MluBackend.runners`` (mode -> (policy, runner)). A module quantized
-with the emulator's ``quantize_dynamic_mlu`` is reported in ``Execution.info["quant"]`` (its
-bit width), so the case is recorded and judged as a quantized one on every mode. A case runs under its ``core_version``
-(the emulator's default, MLU270, when it names none), restored afterwards; the record holds
-the core version and core number that ran.
+mode is one runner in ``MluBackend.runners`` (mode -> (policy, runner)). Only the fused modes
+quantize a float module when a case names ``quant``; ``mlu:cnnl`` refuses such a case (it would
+run it in float). A module quantized with the emulator's ``quantize_dynamic_mlu`` runs quantized
+on every mode (``MluBackend.quantized_width``), so the case is recorded and judged as a quantized
+one. A case runs under its ``core_version`` (the emulator's default, MLU270, when it names none),
+restored afterwards; the record holds the core version and core number that ran.
 """
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ from typing import Any, Callable, Iterator
 
 from mluverify.core.backends import Backend, BackendRegistry, Execution, GroupOutputs, map_tensors, move_module
 from mluverify.core.case import Case
-from mluverify.errors import InvalidArgument
 from mluverify.core.hookspecs import hookimpl
 
 EMULATOR, TORCH_MLU = "emulator", "torch_mlu"
@@ -98,11 +98,6 @@ def run_traced_on_torch_mlu(fn: Callable, args: tuple, kwargs: dict, case: Case)
 
     from mluverify.plugins._bound_call import BoundCall
 
-    if case.quant:
-        raise InvalidArgument(
-            f"case {case.case_id!r} asks for {case.quant} on a real torch_mlu; quantized cases run "
-            f"on the emulated MLU only (uninstall torch_mlu or drop the case's quant)"
-        )
     dtype = getattr(torch, case.dtype)
     module = BoundCall(move_module(fn, "cpu", dtype) if isinstance(fn, torch.nn.Module) else fn, kwargs).eval()
     with torch.no_grad():
@@ -200,7 +195,7 @@ class MluBackend(Backend):
 
     def __init__(self, impl: str | None = None) -> None:
         self.impl = impl or device_impl()
-        if self.impl == TORCH_MLU:
+        if self.impl == TORCH_MLU:  # quantized cases run on the emulated MLU only
             self.variants: tuple[str, ...] = ()
             self.runners: dict[str, tuple[str, Runner]] = {
                 "cnnl": ("cnnl", call_on_mlu), "cnml": ("cnml", run_traced_on_torch_mlu),
@@ -209,6 +204,7 @@ class MluBackend(Backend):
             self.variants = EMULATED_CORE_VERSIONS
             self.runners = {"cnnl": ("cnnl", run_layer_by_layer), "cnml": ("cnml", run_fused),
                             "offline": ("cnml", run_offline)}
+            self.quantizing_modes = FUSED_MODES
 
     @property
     def modes(self) -> dict[str, str]:
@@ -217,6 +213,15 @@ class MluBackend(Backend):
     def add_mode(self, mode: str, policy: str, runner: Runner) -> None:
         """Add (or replace) an execution mode judged by tolerance policy ``policy``."""
         self.runners[mode] = (policy, runner)
+
+    def quantized_width(self, fn: Callable) -> str:
+        return quantized_width(fn) if self.impl == EMULATOR else ""
+
+    def refusal(self, fn: Callable, case: Case) -> str | None:
+        reason = super().refusal(fn, case)
+        if reason and self.impl == EMULATOR:
+            return f"{reason}; or verify a module quantized with quantize_dynamic_mlu, which runs quantized on every mode"
+        return reason
 
     def unavailable_reason(self) -> str | None:
         try:
@@ -246,9 +251,8 @@ class MluBackend(Backend):
             ran = runner(fn, args, kwargs, case)
             ran = ran if isinstance(ran, Ran) else Ran(ran)
             on_cpu = map_tensors(_to_cpu, ran.output)
-        quant = quantized_width(fn) if self.impl == EMULATOR else ""
         return Execution(on_cpu, fallbacks(), ran.executed_as, ran.not_fused_reason,
-                         {"device_impl": self.impl, **facts, **({"quant": quant} if quant else {})}, ran.groups)
+                         {"device_impl": self.impl, **facts}, ran.groups)
 
     @contextlib.contextmanager
     def _fallbacks(self) -> Iterator[Callable[[], tuple[str, ...]]]:
