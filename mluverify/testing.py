@@ -287,26 +287,23 @@ class _Unrecorded:
 
 @contextlib.contextmanager
 def _standalone_run(test: TestCase) -> Iterator[SeedRun]:
-    """The run of one test outside pytest: the project's settings and plugins (entry points
-    included, so a plugin's device kernels apply), the target and core version of the
-    environment or the settings, records to ``$MLUVERIFY_REPORT``."""
-    from mluverify.core.config import project_settings
+    """The run of one test outside pytest: the settings and plugins of the project pytest would
+    root the script at (entry points included, so a plugin's device kernels apply), the target
+    and core version of the environment or the settings, records to ``$MLUVERIFY_REPORT``."""
+    from mluverify.core.config import load_settings
     from mluverify.core.plugin_manager import configured_plugin_manager
-    from mluverify.project import find_rootdir
+    from mluverify.project import find_rootdir, pyproject_of
     from mluverify.report.records import ShardWriter
 
     script = Path(inspect.getfile(type(test))).resolve()
-    settings = project_settings([str(script)])
+    root = find_rootdir([str(script)])
+    settings = load_settings(pyproject_of(root))
     report = os.environ.get(REPORT_ENV)
     with configured_plugin_manager() as pm:
         pipeline = Pipeline(pm, settings, Path(report or "."), ShardWriter if report else _Unrecorded)
-        target, backend = pipeline.resolve(os.environ.get(TARGET_ENV) or settings.targets[0])
-        requested = os.environ.get(CORE_VERSION_ENV)
-        variants = backend.variants_for((requested,) if requested else settings.core_versions[:1])
-        core_version = variants[0] if variants else ""
-        root = find_rootdir([str(script)])
-        variant = f"{target}-{core_version}" if core_version else str(target)
+        target, core_version = _standalone_variant(pipeline, settings)
         where = script.relative_to(root) if script.is_relative_to(root) else script
+        variant = f"{target}-{core_version}" if core_version else str(target)
         try:
             yield SeedRun(pipeline, target, core_version, f"{where.as_posix()}::{_test_name(test, '::')}[{variant}]",
                           suite=where.parts[1] if len(where.parts) > 2 and where.parts[0] == "suites" else "",
@@ -315,6 +312,24 @@ def _standalone_run(test: TestCase) -> Iterator[SeedRun]:
                           settle=lambda outcome, case, note: _settle_standalone(test, outcome, case, note, settings))
         finally:
             pipeline.close()
+
+
+def _standalone_variant(pipeline: Pipeline, settings: Settings) -> tuple[Target, str]:
+    """The target and core version of a standalone run: ``$MLUVERIFY_TARGET`` and
+    ``$MLUVERIFY_CORE_VERSION``, else the first of the settings'; an error names the variable."""
+    from mluverify.errors import MluverifyError
+
+    target_text = os.environ.get(TARGET_ENV)
+    try:
+        target, backend = pipeline.resolve(target_text or settings.targets[0])
+    except MluverifyError as exc:
+        raise InvalidArgument(f"${TARGET_ENV}={target_text}: {exc}" if target_text else str(exc)) from None
+    core_version = os.environ.get(CORE_VERSION_ENV)
+    try:
+        variants = backend.variants_for((core_version,) if core_version else settings.core_versions[:1])
+    except MluverifyError as exc:
+        raise InvalidArgument(f"${CORE_VERSION_ENV}={core_version}: {exc}" if core_version else str(exc)) from None
+    return target, variants[0] if variants else ""
 
 
 def _standalone_reproducer(script: Path, test: TestCase, target: Target, core_version: str) -> str:

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import unittest
 from pathlib import Path
 
 import pandas  # imported before pytester snapshots sys.modules, so it is loaded once
@@ -143,3 +144,21 @@ def test_under_pytest_each_method_runs_per_target_judged_recorded_and_never_a_fa
     assert (cnnl.bound, cnnl.tolerance_source) == (0.003, "policy:cnnl")
     assert "golden reference unavailable (the test computed the pair); judged by policy:cnnl instead" in cnnl.reason
     assert (cnml.bound, cnml.tolerance_source) == (0.02, "policy:cnml")
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("MLUVERIFY_TARGET", "mlu:cnnx", r"\$MLUVERIFY_TARGET=mlu:cnnx: unknown target 'mlu:cnnx'; valid: .*'mlu:cnnl'"),
+    ("MLUVERIFY_CORE_VERSION", "MLU999", r"\$MLUVERIFY_CORE_VERSION=MLU999: unknown variant .*'MLU999'; valid: 'MLU270'"),
+    ("MLUVERIFY_TARGET", "cpu:inductor", r"run on mlu:cnnl, mlu:cnml, not cpu:inductor"),
+])
+def test_a_standalone_run_names_a_bad_setting_of_the_environment(monkeypatch, variable, value, message):
+    from mluverify import testing
+    from mluverify.errors import InvalidArgument
+
+    class TestNothing(testing.TestCase):
+        def test_nothing(self):
+            """Never reached: the run cannot start."""
+
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(InvalidArgument, match=message):
+        TestNothing("test_nothing").run(unittest.TestResult())
