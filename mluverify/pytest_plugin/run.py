@@ -50,13 +50,14 @@ def is_worker(config: pytest.Config) -> bool:
 def selected_paths(args: list[str], base: Path, rootdir: Path) -> list[str] | None:
     """The paths and node ids among pytest's ``args`` (relative to ``base``) as node ids
     relative to ``rootdir`` (``suites/ops``, ``suites/ops/test_x.py::test_y``): what they hold is
-    what the run selected. None when one is the rootdir itself or lies outside it: no scope."""
+    what the run selected. None when one is the rootdir itself, lies outside it or is no path
+    (``--pyargs`` names a package): no scope."""
     root = os.path.normpath(rootdir)
     prefixes = []
     for arg in args:
         path, separator, inside = arg.partition("::")
         relative = os.path.relpath(os.path.normpath(base / path), root)
-        if relative == os.curdir or relative.startswith(os.pardir):
+        if relative == os.curdir or relative.startswith(os.pardir) or not (base / path).exists():
             return None
         prefixes.append(Path(relative).as_posix() + separator + inside)
     return prefixes or None

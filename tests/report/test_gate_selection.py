@@ -42,8 +42,12 @@ def test_a_selected_test_holds_its_second_comparison():
     (["sub"], ["a/sub"]),  # from the invocation directory a/
     (["."], None),  # the whole rootdir
     (["../.."], None),  # outside it: nothing can be scoped
+    (["a", "mluverify.suites"], None),  # --pyargs: a package, no path
 ])
 def test_the_paths_a_run_was_given_become_node_id_prefixes(tmp_path, args, selection):
+    (tmp_path / "a" / "sub").mkdir(parents=True)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "test_b.py").write_text("")
     base = tmp_path / "a" if args == ["sub"] else tmp_path
     assert selected_paths(args, base, tmp_path) == selection
 
