@@ -1,9 +1,15 @@
 """Points where an op is defined but special (signed zeros, infinities) are drawn and judged:
 the domain restrictions keep only NaN out, and infinities are compared exactly, signs included."""
+import runpy
+import shlex
+
+import pytest
 import torch
 
+from mluverify.cli import main
 from mluverify.cli.fuzz import TargetRunner
-from mluverify.fuzz.campaign import Budget, Campaign
+from mluverify.fuzz.campaign import Campaign
+from mluverify.fuzz.corpus import Finding, keep
 from mluverify.fuzz.differential import DEVIATION, PASS, judge
 from mluverify.fuzz.generate import all_defined
 from mluverify.fuzz.ops import op_set
@@ -58,3 +64,16 @@ def test_a_short_campaign_catches_planted_signed_zero_bugs_and_passes_the_clean_
         assert finding is not None and finding.judgement.kind == DEVIATION and op in finding.program.ops
         assert "NaN/Inf position(s) differ" in finding.judgement.reason
     assert _findings(TargetRunner()) == [None, None]
+
+
+def test_the_findings_reproducers_load_its_plugins_and_show_the_wrong_infinity(tmp_path, capsys):
+    x = [torch.tensor([0.0, -0.0, 4.0])]
+    with TargetRunner([KERNELS]) as planted:
+        judgement = judge(RSQRT, x, TARGET, planted, "cnnl")
+    finding, _ = keep(tmp_path, Finding(judgement, RSQRT, tuple(x), plugins=(KERNELS,)))
+    assert main(shlex.split(finding.reproducer(tmp_path))[1:] + ["--in-process"]) == 1
+    assert f"{finding.signature} on {TARGET}: reproduces (deviation" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(str(tmp_path / f"{finding.signature}.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert exited.value.code == 1 and f"MISMATCH output 0 on {TARGET}: NaN/Inf other than the CPU's: [inf, inf]" in out
