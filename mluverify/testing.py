@@ -113,11 +113,13 @@ def unsupported(target: Target) -> str:
 
 class _RunningTest:
     """A test running on ``run``'s target: its comparisons numbered, the device's CPU fallbacks
-    and the time taken between them."""
+    and the time taken between them; ``device_facts()``: the record's facts of the device now
+    (implementation, the core version the script may have set, core number)."""
 
-    def __init__(self, run: SeedRun, tracker: Any) -> None:
+    def __init__(self, run: SeedRun, tracker: Any, device_facts: Callable[[], dict[str, Any]]) -> None:
         self.run = run
         self.tracker = tracker  # the device's FallbackTracker; None: the device reports none (torch_mlu)
+        self.device_facts = device_facts
         self.comparisons = itertools.count(1)
         self._seen: collections.Counter[str] = collections.Counter()
         self._since = time.perf_counter()
@@ -140,20 +142,21 @@ def _computing(fallback_ops: tuple[str, ...]) -> tuple[str, ...]:
 @contextlib.contextmanager
 def _on_device(run: SeedRun) -> Iterator[_RunningTest]:
     """The test's body on ``run``'s target: its mode's kernels, its core version, fallbacks watched."""
-    from mluverify.plugins.mlu_backend import TORCH_MLU, device_impl, running_on_emulator, running_on_torch_mlu
+    from mluverify.plugins.mlu_backend import (EMULATOR, TORCH_MLU, device_impl, emulator_facts, running_on_emulator,
+                                               running_on_torch_mlu, torch_mlu_facts)
 
     why = unsupported(run.target)
     if why:
         raise InvalidArgument(why)
     if device_impl() == TORCH_MLU:
         with running_on_torch_mlu(run.core_version):
-            yield _RunningTest(run, None)
+            yield _RunningTest(run, None, lambda: {"device_impl": TORCH_MLU, **torch_mlu_facts(run.core_version)})
         return
     from mluverify.device import kernel_mode, track_fallbacks
 
     with running_on_emulator(run.core_version, run.target.mode), kernel_mode(run.target.mode), \
             track_fallbacks() as tracker:
-        yield _RunningTest(run, tracker)
+        yield _RunningTest(run, tracker, lambda: {"device_impl": EMULATOR, **emulator_facts(run.target.mode)})
 
 
 class TestCase(unittest.TestCase):
@@ -213,7 +216,7 @@ class TestCase(unittest.TestCase):
             run.pipeline.write_errored(case, infinite, duration_s)
             raise self.failureException(f"{message + ': ' if message else ''}{case.op} on {case.target}: {infinite}")
         tolerance = Tolerance(metric or DEFAULT_METRIC, prec, SOURCE) if prec is not None else None
-        execution = Execution(None, fell_back, info={"device_impl": _device_impl()})
+        execution = Execution(None, fell_back, info=running.device_facts())
         outcome = run.pipeline.judge_pair(actual, expected, case, execution, ops_on_cpu=_computing(fell_back),
                                           tolerance=tolerance, waiver=run.waiver(case), duration_s=duration_s)
         running.take()  # what judging ran is no part of the next comparison
@@ -262,12 +265,6 @@ def _case(run: SeedRun, test: TestCase, call: int, actual: Any) -> Case:
                 dtype=str(dtype).removeprefix("torch.") if dtype is not None and dtype.is_floating_point else "float32",
                 shape=("x".join(map(str, shape)) or "scalar") if shape is not None else "",
                 seed=test.seed, reproducer=run.reproducer, core_version=run.core_version)
-
-
-def _device_impl() -> str:
-    from mluverify.plugins.mlu_backend import device_impl
-
-    return device_impl()
 
 
 # --- standalone: python test_add.py -----------------------------------------------------------

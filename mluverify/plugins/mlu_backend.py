@@ -137,11 +137,19 @@ def running_on_torch_mlu(core_version: str) -> Iterator[dict[str, Any]]:
     facts: dict[str, Any] = {}
     try:
         yield facts
-        facts["core_version"] = get_version() if get_version else core_version or None
-        facts["core_number"] = getattr(mlu_model, "get_core_number", lambda: None)()
+        facts.update(torch_mlu_facts(core_version))
     finally:
         if core_version and previous is not None:
             mlu_model.set_core_version(previous)
+
+
+def torch_mlu_facts(core_version: str) -> dict[str, Any]:
+    """The record's device facts of a real torch_mlu now: ``core_version`` (``core_version``, the
+    one asked for, where torch_mlu cannot tell) and ``core_number`` (None where it cannot tell)."""
+    mlu_model = _torch_mlu_model()
+    get_version = getattr(mlu_model, "get_core_version", None)
+    return {"core_version": get_version() if get_version else core_version or None,
+            "core_number": getattr(mlu_model, "get_core_number", lambda: None)()}
 
 
 def quantized_width(fn: Callable) -> str:
@@ -174,8 +182,17 @@ def running_on_emulator(core_version: str, mode: str) -> Iterator[dict[str, Any]
     facts: dict[str, Any] = {}
     with numerics.numerics_settings(core_version=core_version):
         yield facts
-        facts["core_version"] = numerics.active_core_version()
-        facts["core_number"] = numerics.cores_for("cnml" if mode in FUSED_MODES else "cnnl")
+        facts.update(emulator_facts(mode))
+
+
+def emulator_facts(mode: str) -> dict[str, Any]:
+    """The record's device facts of the emulator now, for a case of ``mode``: the core version,
+    and the cores its reductions are split across (the core number for fused modes, the fixed
+    layer-by-layer count otherwise)."""
+    from mluverify.device import numerics
+
+    return {"core_version": numerics.active_core_version(),
+            "core_number": numerics.cores_for("cnml" if mode in FUSED_MODES else "cnnl")}
 
 
 # The emulator's core versions (its numerics profiles, ``mluverify.device.numerics.PROFILES``),

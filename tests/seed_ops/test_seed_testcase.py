@@ -58,6 +58,12 @@ class TestChecks(TestCase):
         x = torch.tensor([1.0, float("inf")])
         self.assertTensorsEqual(torch.exp(x), torch.exp(x.to("mlu")).cpu(), 0.003, use_MSE=True, allow_inf=True)
 
+    def test_core_version_the_script_sets(self):
+        from mluverify.device import mlu_model
+        mlu_model.set_core_version("MLU370")
+        x = torch.randn(32)
+        self.assertTensorsEqual(torch.relu(x), torch.relu(x.to("mlu")).cpu(), 0.003, use_MSE=True)
+
     def test_policy_bound(self):
         x = torch.randn(32)
         self.assertTensorsEqual(torch.relu(x), torch.relu(x.to("mlu")).cpu())
@@ -127,7 +133,7 @@ def test_under_pytest_each_method_runs_per_target_judged_recorded_and_never_a_fa
         "*assertTensorsEqual(use_RAE=True) without prec*",
         "*checks on mlu:cnnl: infinite values in a (cpu) and b (device); pass allow_inf=True*",
     ])
-    result.assert_outcomes(passed=10, failed=10, skipped=2)
+    result.assert_outcomes(passed=12, failed=10, skipped=2)
     frame = pq.read_table(pytester.path / "run" / "records.parquet").to_pandas().set_index("case_id")
     add = frame.loc["test_add.py::TestAddOp::test_add[mlu:cnnl-MLU270]"]
     assert (add.op, add.target, add.bound, add.metric, add.status) == ("add", "mlu:cnnl", 0.003, "rel_mse", "failed")
@@ -135,6 +141,10 @@ def test_under_pytest_each_method_runs_per_target_judged_recorded_and_never_a_fa
     relu = frame.loc["test_relu.py::TestReluOp::test_relu_half[mlu:cnml-MLU270]"]
     assert (relu.op, relu["dtype"], relu.status, relu.core_version) == ("relu", "float16", "passed", "MLU270")
     assert not frame.index.str.contains("test_relu_large").any()  # skipped: never judged
+    assert relu.device_impl == "emulator" and relu.core_number >= 1
+    # the record says what ran: the core version the script set, not the one the test started on
+    assert frame.loc["test_checks.py::TestChecks::test_core_version_the_script_sets[mlu:cnnl-MLU270]"].core_version \
+        == "MLU370"
     fallback = frame.loc["test_checks.py::TestChecks::test_fallback[mlu:cnnl-MLU270]"]
     assert fallback.status == "not_on_device" and "special_bessel_j0" in fallback.fallback_ops
     assert frame.loc["test_checks.py::TestChecks::test_infinity[mlu:cnnl-MLU270]"].status == "errored"
