@@ -27,8 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "fuzz", help="random op graphs on targets vs the CPU and float64; shrunk findings as a corpus",
         description="Draw valid programs (2-16 ops over 1-3 inputs), run each on every target, on "
                     "the CPU and in float64, and keep each distinct finding (a deviation the float64 "
-                    "run blames on the target, an error, a crash) shrunk, as a replayable case with "
-                    "a pytest reproducer and a standalone script. Exit status 1 when a finding was "
+                    "run blames on the target, an error, a crash) shrunk, as a replayable case "
+                    "(mluverify fuzz --replay CASE.json) with a standalone script. Exit status 1 when a finding was "
                     "made (or, with --replay, still reproduces), 2 on bad input.")
     parser.add_argument("--target", action="append", default=None, metavar="TARGET",
                         help=f"a target to fuzz (repeatable; default {' '.join(DEFAULT_TARGETS)})")

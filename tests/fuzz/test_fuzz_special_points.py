@@ -5,13 +5,14 @@ import shlex
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
 
 from mluverify.cli import main
 from mluverify.cli.fuzz import TargetRunner
 from mluverify.fuzz.campaign import Campaign
 from mluverify.fuzz.corpus import Finding, keep
 from mluverify.fuzz.differential import DEVIATION, PASS, judge
-from mluverify.fuzz.generate import all_defined
+from mluverify.fuzz.generate import all_defined, defined_cases
 from mluverify.fuzz.ops import op_set
 from mluverify.fuzz.program import Node, Program, run
 
@@ -34,6 +35,26 @@ def test_only_what_is_undefined_is_kept_out():
     assert not all_defined(nan, [torch.tensor([0.0, 1.0]), torch.tensor([0.0, 1.0])])  # 0 / 0
     overflow = Program(((1,),), (Node("mul_scalar", ("x0",), {"s": 3.0}), Node("exp", ("v0",))))
     assert not all_defined(overflow, [torch.tensor([40.0])])  # inf in float32 alone
+
+
+def test_integer_boundaries_are_drawn():
+    """A float cast to an integer dtype is clamped into its range (out of it the cast is
+    undefined), so large values land on the dtype's minimum and, through ``bitwise_not``, its
+    maximum, where ``neg`` wraps."""
+    seen = set()
+
+    @settings(max_examples=40, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(defined_cases(op_set(["to_int", "bitwise_not", "neg"])))
+    def draw(case):
+        for value in run(*case, every_value=True):
+            if not value.is_floating_point():
+                info = torch.iinfo(value.dtype)
+                seen.update((value.dtype, end) for end in (info.min, info.max) if bool((value == end).any()))
+
+    draw()
+    both_ends = {dtype for dtype, _ in seen if len({end for other, end in seen if other == dtype}) == 2}
+    assert len(both_ends) >= 2, seen
 
 
 def test_an_infinity_of_the_wrong_sign_deviates_and_the_right_one_passes():
