@@ -1,6 +1,6 @@
-"""``mluverify parity RUN... --reference mlu:cnnl``: per case, the status each target gave it,
-across runs (several: merged, e.g. one per machine), and the gaps where the reference target
-passes and another does not. Prints the gap counts and the rows with a gap (``--all``: every
+"""``mluverify parity RUN... --reference mlu:cnnl``: per case (and core version), the status each
+target gave it, across runs (several: merged, e.g. ``mlu:cnnl`` on one machine and
+``cpu:inductor`` on another), and the gaps where the reference target passes and another does not. Prints the gap counts and the rows with a gap (``--all``: every
 row; ``--status``, ``--case``: filters); ``--html PATH`` writes the filterable table.
 """
 from __future__ import annotations
@@ -31,8 +31,8 @@ def run(args: argparse.Namespace) -> int:
     from mluverify.report.records import check_run_dir
     from mluverify.report.render import html_banner, html_page
 
-    records = pd.concat([load(check_run_dir(run))[["case_id", "target", "status"]] for run in args.runs],
-                        ignore_index=True)
+    records = pd.concat([load(check_run_dir(run))[["case_id", "target", "core_version", "status"]]
+                         for run in args.runs], ignore_index=True)
     result = parity(records, args.reference)
     print(gap_line(result))
     rows = filtered(result, gaps_only=not args.all, statuses=args.status, contains=args.case)

@@ -1,14 +1,18 @@
 """Parity across targets: per case, the status each target gave it, and the gaps where a
 reference target passes and another does not (``mluverify parity RUN...``).
 
-A case is its case id with the target taken out (``test_x[mlu:cnml-MLU270-mm]`` ->
-``test_x[{target}-MLU270-mm]``), so the same case on every target is one row; several records
-of one case on one target (hypothesis examples, several runs) give the most severe status
-(``mluverify.core.status.STATUSES``). A target that did not run a case leaves its cell empty:
-that is not a gap.
+A case is its case id with the target and the device variant that follows it taken out
+(``test_x[mlu:cnml-MLU270-mm]`` and ``test_x[cpu:inductor-mm]`` are both
+``test_x[{target}-mm]``), so the same case on every target is one row per core version (its own
+column, from the records' ``core_version``): the MLU's targets are lined up core version by core
+version, and a target without variants (``cpu:inductor``, ``ort:cpu``) stands beside each of
+them. Several records of one case on one target (hypothesis examples, several runs) give the
+most severe status (``mluverify.core.status.STATUSES``). A target that did not run a case leaves
+its cell empty: that is not a gap.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
@@ -20,40 +24,51 @@ if TYPE_CHECKING:
 
 TARGET_PLACEHOLDER = "{target}"
 NOT_RUN = ""
+VARIANT = "core_version"  # the matrix column of the device variant a row's cases ran on ("": none)
+KEY = ["case", VARIANT]
 
 
 @dataclass(frozen=True)
 class Parity:
-    """``matrix``: one row per case (column ``case``), one status column per target, and
-    ``gap`` (the targets that fail where the reference passes, ``", "``-joined); ``gaps``:
-    per target, how many cases it fails where ``reference`` passes."""
+    """``matrix``: one row per case and core version (columns ``case``, ``core_version``), one
+    status column per target, and ``gap`` (the targets that fail where the reference passes,
+    ``", "``-joined); ``gaps``: per target, how many rows it fails where ``reference`` passes."""
 
     reference: str
     matrix: "pd.DataFrame"
     gaps: "pd.Series"
 
 
+def variants(records: "pd.DataFrame") -> "pd.Series":
+    """Per record, the device variant it ran on (``core_version``; ``""`` for none)."""
+    return records[VARIANT].fillna(NOT_RUN).astype(str)
+
+
 def case_key(records: "pd.DataFrame") -> "pd.Series":
-    """Per record, its case id with its own target replaced by ``TARGET_PLACEHOLDER``."""
-    keys = records["case_id"].astype(str).copy()
-    for target in records["target"].dropna().unique():
-        rows = records["target"] == target
-        keys[rows] = keys[rows].str.replace(str(target), TARGET_PLACEHOLDER, n=1, regex=False)
-    return keys
+    """Per record, its case id with its own target, and the variant right after it
+    (``mlu:cnnl-MLU270``), replaced by ``TARGET_PLACEHOLDER``."""
+    import pandas as pd
+
+    keys = records["case_id"].astype(str).to_numpy(copy=True)
+    by_target = records.groupby([records["target"].to_numpy(), variants(records).to_numpy()])
+    for (target, variant), rows in by_target.indices.items():  # positions: runs merged repeat the index
+        pattern = re.escape(str(target)) + (f"(?:-{re.escape(variant)})?" if variant else "")
+        keys[rows] = pd.Series(keys[rows]).str.replace(pattern, TARGET_PLACEHOLDER, n=1, regex=True).to_numpy()
+    return pd.Series(keys, index=records.index)
 
 
 def parity(records: "pd.DataFrame", reference: str) -> Parity:
-    """The parity matrix of ``records`` (columns ``case_id``, ``target``, ``status``; from one
-    run or several merged) against the ``reference`` target."""
+    """The parity matrix of ``records`` (columns ``case_id``, ``target``, ``core_version``,
+    ``status``; from one run or several merged) against the ``reference`` target."""
     import pandas as pd
 
     targets = sorted(records["target"].dropna().unique())
     if reference not in targets:
         raise InvalidArgument(f"--reference {reference!r} ran no case here; targets: {', '.join(targets) or 'none'}")
     severity = pd.Categorical(records["status"], categories=list(STATUSES), ordered=True)
-    frame = pd.DataFrame({"case": case_key(records), "target": records["target"].to_numpy(),
-                          "severity": severity.codes})
-    worst = frame.groupby(["case", "target"], sort=False)["severity"].min()
+    frame = _beside_every_variant(pd.DataFrame({"case": case_key(records), VARIANT: variants(records).to_numpy(),
+                                                "target": records["target"].to_numpy(), "severity": severity.codes}))
+    worst = frame.groupby([*KEY, "target"], sort=False)["severity"].min()
     statuses = pd.Series(pd.Categorical.from_codes(worst.to_numpy(), list(STATUSES)).astype(str), index=worst.index)
     matrix = statuses.unstack("target").reindex(columns=targets).fillna(NOT_RUN).sort_index()
     others = [target for target in targets if target != reference]
@@ -63,6 +78,17 @@ def parity(records: "pd.DataFrame", reference: str) -> Parity:
     matrix["gap"] = _joined(failing)
     matrix = matrix.rename_axis(columns=None).reset_index()
     return Parity(reference, matrix, failing.sum().astype(int).rename("gaps"))
+
+
+def _beside_every_variant(frame: "pd.DataFrame") -> "pd.DataFrame":
+    """``frame`` with each record of a target without variants repeated for every variant its
+    case ran on elsewhere (so ``ort:cpu`` is compared with ``mlu:cnnl`` on MLU270 and on MLU370)."""
+    import pandas as pd
+
+    plain = frame[VARIANT] == NOT_RUN
+    ran_on = frame.loc[~plain, KEY].drop_duplicates()
+    spread = frame[plain].drop(columns=VARIANT).merge(ran_on, on="case", how="left").fillna({VARIANT: NOT_RUN})
+    return pd.concat([frame[~plain], spread[frame.columns]], ignore_index=True)
 
 
 def _joined(flags: "pd.DataFrame") -> "pd.Series":
@@ -83,7 +109,7 @@ def filtered(result: Parity, *, gaps_only: bool = False, statuses: Sequence[str]
     if gaps_only:
         keep &= matrix["gap"] != NOT_RUN
     if statuses:
-        targets = [column for column in matrix.columns if column not in ("case", "gap")]
+        targets = [column for column in matrix.columns if column not in (*KEY, "gap")]
         keep &= matrix[targets].isin(list(statuses)).any(axis=1)
     return matrix[keep]
 
@@ -91,7 +117,9 @@ def filtered(result: Parity, *, gaps_only: bool = False, statuses: Sequence[str]
 def gap_line(result: Parity) -> str:
     """One line: the gaps per target against the reference."""
     counts = ", ".join(f"{target} {count}" for target, count in result.gaps.items()) or "no other target"
-    return f"parity against {result.reference} ({len(result.matrix)} cases): gaps {counts}"
+    cases, rows = result.matrix["case"].nunique(), len(result.matrix)
+    size = f"{cases} cases" if rows == cases else f"{cases} cases, {rows} with their core versions"
+    return f"parity against {result.reference} ({size}): gaps {counts}"
 
 
 def parity_html(result: Parity, table_id: str = "parity") -> str:

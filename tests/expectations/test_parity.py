@@ -1,9 +1,14 @@
-"""The parity matrix: cases x targets, gaps where the reference passes and another does not."""
+"""The parity matrix: cases x targets, gaps where the reference passes and another does not;
+runs of several machines lined up by the case without its target and core version."""
 import pandas as pd
+import pandas.core.arrays.arrow.extension_types  # noqa: F401  loaded before pytester snapshots sys.modules
 import pytest
+
+from mluverify.cli import main
 
 from mluverify.errors import InvalidArgument
 from mluverify.report.parity import filtered, gap_line, parity, parity_html
+from tests.fuzz.test_fuzz_ort import ort_available  # noqa: F401  (a fixture: skips, or fails in CI, without onnxruntime)
 
 # case -> (mlu:cnnl, mlu:cnml, cpu:inductor); None: that target did not run the case
 STATUSES = {
@@ -18,16 +23,21 @@ TARGETS = ("mlu:cnnl", "mlu:cnml", "cpu:inductor")
 # Hand count: cnml gaps b, c = 2; inductor gaps c, e, f = 3.
 
 
-def records(statuses=STATUSES):
-    return pd.DataFrame([{"case_id": f"t.py::test_op[{target}-MLU270-{case}]", "target": target, "status": status}
-                         for case, row in statuses.items() for target, status in zip(TARGETS, row) if status])
+def records(statuses=STATUSES, version="MLU270"):
+    """As the records say it: the MLU's case ids and ``core_version`` carry the core version,
+    ``cpu:inductor``'s carry none."""
+    return pd.DataFrame([{"case_id": f"t.py::test_op[{target}{'-' + version if mlu else ''}-{case}]",
+                          "target": target, "core_version": version if mlu else None, "status": status}
+                         for case, row in statuses.items() for target, status in zip(TARGETS, row) if status
+                         for mlu in [target.startswith("mlu:")]])
 
 
 def test_three_targets_gap_counts_are_the_hand_counted_ones():
     result = parity(records(), "mlu:cnnl")
     assert result.gaps.to_dict() == {"cpu:inductor": 3, "mlu:cnml": 2}
     rows = result.matrix.set_index("case")
-    assert list(rows.index) == [f"t.py::test_op[{{target}}-MLU270-{case}]" for case in "abcdef"]
+    assert list(rows.index) == [f"t.py::test_op[{{target}}-{case}]" for case in "abcdef"]
+    assert set(rows["core_version"]) == {"MLU270"}
     assert rows["gap"].tolist() == ["", "mlu:cnml", "cpu:inductor, mlu:cnml", "", "cpu:inductor", "cpu:inductor"]
     assert rows["mlu:cnml"].tolist() == ["passed", "failed", "errored", "failed", "", "passed"]
     assert gap_line(result) == "parity against mlu:cnnl (6 cases): gaps cpu:inductor 3, mlu:cnml 2"
@@ -59,3 +69,51 @@ def test_the_report_section_appears_only_with_two_targets_or_more():
     assert parity_sections(records({"a": ("passed", None, None)})) == []
     (heading, html), = parity_sections(records())
     assert heading == "Parity across targets" and "gaps cpu:inductor 3, mlu:cnml 2" in html
+
+
+def test_a_target_without_variants_stands_beside_each_core_version():
+    # mlu:cnnl passes on MLU270 and fails on MLU370; cpu:inductor (no variant) fails once
+    both = pd.concat([records({"g": ("passed", None, "failed")}, "MLU270"),
+                      records({"g": ("failed", None, None)}, "MLU370")])
+    result = parity(both, "mlu:cnnl")
+    rows = result.matrix.set_index("core_version")
+    assert list(result.matrix["case"].unique()) == ["t.py::test_op[{target}-g]"]
+    assert rows["cpu:inductor"].to_dict() == {"MLU270": "failed", "MLU370": "failed"}
+    assert rows["gap"].to_dict() == {"MLU270": "cpu:inductor", "MLU370": ""}  # the reference fails on MLU370
+    assert gap_line(result) == "parity against mlu:cnnl (1 cases, 2 with their core versions): gaps cpu:inductor 1"
+
+
+TWO_MACHINES = """
+import torch
+
+def copy_into(x, y):
+    return x.clone().copy_(y)
+
+def test_linear(verify):
+    torch.manual_seed(0)
+    verify(torch.nn.Linear(8, 4), torch.randn(2, 8), op="linear")
+
+def test_copy(verify):  # no ONNX form of aten::copy: errors on ort:cpu
+    verify(copy_into, torch.zeros(7), torch.linspace(-3, 3, 7), op="copy_")
+"""
+
+
+def test_the_docs_two_machine_example_lines_up_mlu_and_ort_runs(pytester, capsys, ort_available):
+    """One machine runs mlu:cnnl (both core versions), another ort:cpu: ``mluverify parity``
+    over both runs lines the cases up and counts the errored one as a gap."""
+    pytester.makepyfile(test_two=TWO_MACHINES)
+    runs = {"mlu": pytester.path / "mlu", "ort": pytester.path / "ort"}
+    pytester.runpytest_subprocess("-p", "mluverify", "-p", "no:cacheprovider", "--mlu-target=mlu:cnnl",
+                                  "--mlu-core-version=MLU270", "--mlu-core-version=MLU370",
+                                  f"--mlu-report={runs['mlu']}").assert_outcomes(passed=4)
+    pytester.runpytest_subprocess("-p", "mluverify", "-p", "no:cacheprovider", "--mlu-target=ort:cpu",
+                                  f"--mlu-report={runs['ort']}").assert_outcomes(passed=1, failed=1)
+    capsys.readouterr()  # the runs' own output
+    assert main(["parity", str(runs["mlu"]), str(runs["ort"]), "--reference", "mlu:cnnl", "--all"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "parity against mlu:cnnl (2 cases, 4 with their core versions): gaps ort:cpu 2"
+    rows = [line.split() for line in lines[2:]]
+    assert rows == [["test_two.py::test_copy[{target}]", "MLU270", "passed", "errored", "ort:cpu"],
+                    ["test_two.py::test_copy[{target}]", "MLU370", "passed", "errored", "ort:cpu"],
+                    ["test_two.py::test_linear[{target}]", "MLU270", "passed", "passed"],
+                    ["test_two.py::test_linear[{target}]", "MLU370", "passed", "passed"]]
