@@ -20,7 +20,9 @@ like a ``verify`` case:
 * a computing op that ran as a CPU fallback since the previous comparison makes the comparison
   ``not_on_device``, never a plain pass;
 * records go to the run's records under pytest; standalone to ``$MLUVERIFY_REPORT`` (shards:
-  ``mluverify report DIR`` merges them and writes the reports), or nowhere when it is unset.
+  ``mluverify report DIR`` merges them and writes the reports), or nowhere when it is unset;
+* not seen: whether a ``torch.jit`` module the script calls on ``mlu`` ran fused (no seed
+  comparison is ``not_fused``), and the float64 golden reference (the test computes its pair).
 
 docs/seed_tests.md has the whole story.
 """
@@ -98,8 +100,8 @@ def seed_run(run: SeedRun) -> Iterator[SeedRun]:
         _RUN.reset(token)
 
 
-# The targets a seed script runs on: the mlu back end's eager modes (the scripts move tensors to
-# "mlu" themselves; a CNML script traces its module, which the device then fuses).
+# The modes of the mlu back end a seed script runs on: its ops on that mode's kernels (the scripts
+# move tensors to "mlu" themselves; a CNML script traces its module, which the device then fuses).
 MODES = ("cnnl", "cnml")
 
 
