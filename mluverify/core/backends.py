@@ -26,12 +26,14 @@ class GroupOutputs:
     """One call of a fusion group in a fused run: the group's name and ops, its outputs as the
     device computed them and those of the group's own (unfused) graph run on the CPU in float32
     given the same inputs, both on the CPU. A kernel error that later ops damp below the case's
-    bound still shows in the outputs of its group."""
+    bound still shows in the outputs of its group. ``unjudged``: why the group has no reference
+    (its graph raised on the CPU), "" when it has one."""
 
     name: str
     ops: tuple[str, ...]
     actual: tuple[Any, ...]
     expected: tuple[Any, ...]
+    unjudged: str = ""
 
 
 @dataclass(frozen=True)

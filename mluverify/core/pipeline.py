@@ -203,25 +203,28 @@ class Pipeline:
                                 tolerance, case, checks)
         comparison = _Comparison(OUTPUT, verdict, ops_under_test_on_cpu(case, execution.fallback_ops, dispatched))
         scored = task.score(execution.output, expected, case.case_id) if task is not None else None
-        groups = self._group_comparisons(backend, execution, tolerance, case, checks)
+        groups, unjudged = self._group_comparisons(backend, execution, tolerance, case, checks)
+        note = "; ".join(filter(None, (note, unjudged)))
         return _Judged(case, execution, [comparison, *groups], note, nondeterminism, scored)
 
     def _group_comparisons(self, backend: Backend, execution: Execution, tolerance: Tolerance, case: Case,
-                           checks: Checks) -> list[_Comparison]:
+                           checks: Checks) -> tuple[list[_Comparison], str]:
         """One comparison per fusion group call of a fused run (``Execution.groups``): the
         group's outputs against its own graph on the CPU, judged by the case's tolerance (by its
         policy where that is the golden rule: a group has no float64 run). The verdict names the
-        group and its ops."""
+        group and its ops. Also a note naming the groups left unjudged, and why."""
         if tolerance.needs_golden:
             tolerance = policy(policy_name(backend, case))
+        unjudged = "; ".join(f"fusion group {group.name} not judged: its own graph raised on the CPU ({group.unjudged})"
+                             for group in execution.groups if group.unjudged)
         comparisons = []
-        for group in execution.groups:
+        for group in (group for group in execution.groups if not group.unjudged):
             verdict = self._compare(upcast_floating(group.actual), group.expected, None, tolerance, case, checks)
             ops = f"{len(group.ops)} ops: {', '.join(dict.fromkeys(group.ops))}"
             comparisons.append(_Comparison(GROUP, replace(
                 verdict, leaf=group.name + verdict.leaf,
                 reason=f"fusion group {group.name} ({ops}) against its own graph on the CPU: {verdict.reason}"), ()))
-        return comparisons
+        return comparisons, unjudged
 
     def _judge_gradients(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any],
                          case: Case, marker: Tolerance | float | None, checks: Checks,

@@ -57,7 +57,7 @@ def run_fused(fn: Callable, args: tuple, kwargs: dict, case: Case) -> tuple[Any,
         fused = fuse(prepared(fn, args, kwargs, case).to("mlu"), inputs)
         with recording_group_runs() as runs:
             output = fused(*inputs)
-    groups = tuple(GroupOutputs(run.group, run.ops, run.fused, run.reference) for run in runs)
+    groups = tuple(GroupOutputs(run.group, run.ops, run.fused, run.reference, run.unjudged) for run in runs)
     return output, fused.runtime.summary(), groups
 
 

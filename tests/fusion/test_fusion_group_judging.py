@@ -99,3 +99,22 @@ def test_dump_diff_of_the_fused_failure_blames_the_group(planted_run, capsys):
     assert main(["dump-diff", str(dump)]) == 1
     out = capsys.readouterr().out
     assert "first offender: fusion group MLUFusionGroup0 output 0 (ops: aten::layer_norm, aten::linear" in out
+
+
+def test_a_group_whose_cpu_graph_raises_is_left_unjudged_and_the_model_still_runs_fused():
+    """A float16 LSTM's captured initial states stay float16 in the group's float32 CPU graph,
+    which oneDNN refuses: recording the groups must not demote the fused program."""
+    import torch
+
+    from mluverify.device import fuse, fusion_summary
+    from mluverify.device.fusion.debug import recording_group_runs
+
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(4, 8, num_layers=1, batch_first=True).half().eval()
+    x = torch.randn(2, 3, 4).half()
+    fused = fuse(lstm.to("mlu"), (x.to("mlu"),))
+    with recording_group_runs() as runs:
+        fused(x.to("mlu"))
+    assert fusion_summary(fused).demotions == 0 and fusion_summary(fused).executed_as == "fused"
+    (run,) = runs
+    assert run.reference == () and run.unjudged.startswith("RuntimeError: ")

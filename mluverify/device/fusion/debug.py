@@ -88,12 +88,14 @@ class DebugWriter:
 class GroupRun:
     """One call of a fusion group: its name, its ops, its fused outputs and the outputs of its
     unfused graph on the CPU in float32 given the same inputs (``FUSED_KERNEL_DEBUG=cpu``'s
-    pair), as CPU tensors of their own."""
+    pair), as CPU tensors of their own; ``unjudged``: why there is no reference (its graph
+    raised on the CPU), "" when there is one."""
 
     group: str
     ops: tuple[str, ...]
     fused: tuple[torch.Tensor, ...]
     reference: tuple[torch.Tensor, ...]
+    unjudged: str = ""
 
 
 _GROUP_RUNS: contextvars.ContextVar[list[GroupRun] | None] = contextvars.ContextVar(

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import operator
+from typing import Callable
 
 import torch
 import torch.utils._pytree as pytree
@@ -73,8 +74,20 @@ class FusedGroup(nn.Module):
 
         if self.debug is not None:
             self.debug.save(self.name, fused, reference(self.debug.reference), self.ops)
-        if recorded is not None:  # copies: the outputs' memory becomes the device tensors'
-            recorded.append(GroupRun(self.name, self.ops, _copies(fused), _copies(reference("cpu"))))
+        if recorded is not None:
+            recorded.append(self._group_run(fused, reference))
+
+    def _group_run(self, fused: list[torch.Tensor], reference: Callable[[str], list[torch.Tensor]]) -> GroupRun:
+        """This call as a ``GroupRun`` (copies: the outputs' memory becomes the device tensors').
+        Recording must not change how the model runs: a reference graph that raises on the CPU
+        (a float16 LSTM's captured float16 initial states beside float32 weights) leaves the
+        group unjudged, with the reason."""
+        try:
+            expected = _copies(reference("cpu"))
+        except Exception as exc:  # noqa: BLE001 - any failure of the reference, reported, not raised
+            first_line = (str(exc).strip().splitlines() or [""])[0]
+            return GroupRun(self.name, self.ops, _copies(fused), (), f"{type(exc).__name__}: {first_line}")
+        return GroupRun(self.name, self.ops, _copies(fused), expected)
 
 
 def _adopt(output: torch.Tensor, borrowed: set[int]) -> torch.Tensor:
