@@ -264,10 +264,19 @@ def _requested_targets(config: pytest.Config, settings: Settings) -> list[str]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "mlu_target" not in metafunc.fixturenames:
         return
-    pipeline = metafunc.config.stash[pipeline_key]
-    settings = metafunc.config.stash[settings_key]
-    marker = metafunc.definition.get_closest_marker("mlu_targets")
-    requested = _requested_targets(metafunc.config, settings)
+    params = variant_params(metafunc.config, metafunc.definition)
+    if "mlu_core_version" in metafunc.fixturenames:
+        metafunc.parametrize(("mlu_target", "mlu_core_version"), params)
+    else:
+        metafunc.parametrize("mlu_target", [pytest.param(p.values[0], id=p.id, marks=p.marks) for p in params])
+
+
+def variant_params(config: pytest.Config, node: pytest.Item) -> list:
+    """One param ``(target, core version)`` per requested target that ``node``'s ``mlu_targets``
+    marker admits and per device variant; a skipped ``no-target`` param when none is left."""
+    pipeline, settings = config.stash[pipeline_key], config.stash[settings_key]
+    marker = node.get_closest_marker("mlu_targets")
+    requested = _requested_targets(config, settings)
     if marker is not None:
         requested = [t for t in requested if t in marker.args]
     params = [param for text in requested for param in _target_params(pipeline, text, settings.core_versions)]
@@ -275,10 +284,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         params = [pytest.param(None, "", id="no-target",
                                marks=pytest.mark.skip(reason=f"none of the requested targets {requested} "
                                                              f"is in mlu_targets{marker.args}"))]
-    if "mlu_core_version" in metafunc.fixturenames:
-        metafunc.parametrize(("mlu_target", "mlu_core_version"), params)
-    else:
-        metafunc.parametrize("mlu_target", [pytest.param(p.values[0], id=p.id, marks=p.marks) for p in params])
+    return params
 
 
 def _target_params(pipeline: Pipeline, text: str, core_versions: tuple[str, ...]) -> list:

@@ -5,8 +5,9 @@ instead of by pytest's unittest plugin: one item per test method, target and dev
 named like a ``verify`` test's (``TestAdd::test_add[mlu:cnnl-MLU270]``), each run with the
 run's pipeline handed to the TestCase (``mluverify.testing.seed_run``). Records, reproducers,
 waivers, ``[tool.mluverify] allow`` / ``skip`` and the pytest outcome work as for ``verify``;
-``@unittest.skip`` skips as in any unittest run. A target the scripts cannot run on (not
-``mlu:cnnl`` / ``mlu:cnml``) is a skip naming why.
+``@unittest.skip`` skips as in any unittest run; an ``mlu_targets`` marker on the class or the
+module (``pytestmark``) keeps the targets it names, as for any test. A target the scripts cannot
+run on (not ``mlu:cnnl`` / ``mlu:cnml``) is a skip naming why.
 """
 from __future__ import annotations
 
@@ -33,13 +34,12 @@ class SeedTestCaseClass(UnitTestCase):
     """A ``TestCase`` subclass: pytest's unittest collection, each method once per variant."""
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
-        from mluverify.pytest_plugin.plugin import _requested_targets, _target_params, pipeline_key, settings_key
+        from mluverify.pytest_plugin.plugin import variant_params
         from mluverify.testing import unsupported
 
-        pipeline, settings = self.config.stash[pipeline_key], self.config.stash[settings_key]
-        variants = [param for text in _requested_targets(self.config, settings)
-                    for param in _target_params(pipeline, text, settings.core_versions)]
-        for method in super().collect():
+        methods = list(super().collect())  # first: it loads the class's own markers with the class
+        variants = variant_params(self.config, self)  # the class's or module's mlu_targets marker applies
+        for method in methods:
             if not isinstance(method, TestCaseFunction):
                 yield method
                 continue
@@ -49,7 +49,7 @@ class SeedTestCaseClass(UnitTestCase):
                                                 target=target, core_version=core_version, variant=variant.id)
                 for mark in variant.marks:  # the target unavailable here: skipped with why
                     item.add_marker(mark)
-                why = unsupported(target)
+                why = unsupported(target) if target is not None else ""  # None: no target left, skipped
                 if why:
                     item.add_marker(pytest.mark.skip(reason=why))
                 yield item

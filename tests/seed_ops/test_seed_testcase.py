@@ -172,3 +172,34 @@ def test_a_standalone_run_names_a_bad_setting_of_the_environment(monkeypatch, va
     monkeypatch.setenv(variable, value)
     with pytest.raises(InvalidArgument, match=message):
         TestNothing("test_nothing").run(unittest.TestResult())
+
+
+def test_an_mlu_targets_marker_keeps_the_targets_it_names(pytester):
+    pytester.makepyfile(test_marked="""
+        import pytest
+        import torch
+        from mluverify.testing import TestCase
+
+        pytestmark = pytest.mark.mlu_targets("mlu:cnnl")
+
+        class TestMarked(TestCase):
+            def test_neg(self):
+                x = torch.randn(8)
+                self.assertTensorsEqual(torch.neg(x), torch.neg(x.to("mlu")).cpu(), 0.003, use_MSE=True)
+
+        @pytest.mark.mlu_targets("cpu:inductor")
+        class TestNowhere(TestCase):
+            def test_neg(self):
+                raise AssertionError("never run: no requested target is named")
+
+        @pytest.mark.mlu_targets("mlu:cnml")  # the same rule parametrizes verify's tests
+        def test_verified(verify):
+            verify(torch.neg, torch.randn(8))
+    """)
+    result = pytester.runpytest("-p", "mluverify", "-p", "no:cacheprovider", f"--mlu-report={pytester.path / 'run'}",
+                                "--mlu-target=mlu:cnnl", "--mlu-target=mlu:cnml", "--mlu-core-version=MLU270",
+                                "-v", "-rs")
+    result.assert_outcomes(passed=2, skipped=1)
+    result.stdout.fnmatch_lines(["*TestMarked::test_neg[[]mlu:cnnl-MLU270[]] PASSED*",
+                                 "*TestNowhere::test_neg[[]no-target[]] SKIPPED*",
+                                 "*test_verified[[]mlu:cnml-MLU270[]] PASSED*"])
