@@ -78,6 +78,8 @@ class Backend(abc.ABC):
     # Modes that quantize a float module when a case names a quantization (``quant="int8"``);
     # the other modes run a module as it is.
     quantizing_modes: tuple[str, ...] = ()
+    # Why no mode runs a case's backward (``verify(..., grad=True)``); None: they do.
+    no_backward: str | None = None
 
     def unavailable_reason(self) -> str | None:
         """Why this back end cannot run here (no such device, ...), or None."""
@@ -103,11 +105,14 @@ class Backend(abc.ABC):
         case then runs quantized on every mode; ``""`` for anything else."""
         return ""
 
-    def refusal(self, fn: Callable, case: Case) -> str | None:
-        """Why this back end does not run ``case`` as the case asks, or None; the pipeline then
-        skips the case (``mluverify.errors.Unsupported``). Here: a quantization that ``case.mode``
-        would not make, of a module that is not quantized already. Back ends add their own
-        (a precision the device does not compute) and keep this one."""
+    def refusal(self, fn: Callable, case: Case, *, grad: bool = False) -> str | None:
+        """Why this back end does not run ``case`` as the case asks (``grad``: with its
+        backward), or None; the pipeline then skips the case (``mluverify.errors.Unsupported``).
+        Here: a backward it cannot run, a quantization that ``case.mode`` would not make of a
+        module that is not quantized already. Back ends add their own (a precision the device
+        does not compute) and keep these."""
+        if grad and self.no_backward:
+            return f"{case.target} does not run backward: {self.no_backward}"
         if not case.quant or case.mode in self.quantizing_modes or self.quantized_width(fn):
             return None
         where = (f"the modes that quantize: {', '.join(f'{self.name}:{m}' for m in self.quantizing_modes)}"

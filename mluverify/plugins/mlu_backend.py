@@ -234,9 +234,9 @@ class MluBackend(Backend):
     def quantized_width(self, fn: Callable) -> str:
         return quantized_width(fn) if self.impl == EMULATOR else ""
 
-    def refusal(self, fn: Callable, case: Case) -> str | None:
-        reason = super().refusal(fn, case)
-        if reason and self.impl == EMULATOR:
+    def refusal(self, fn: Callable, case: Case, *, grad: bool = False) -> str | None:
+        reason = super().refusal(fn, case, grad=grad)
+        if reason and case.quant and self.impl == EMULATOR:
             return f"{reason}; or verify a module quantized with quantize_dynamic_mlu, which runs quantized on every mode"
         return reason
 

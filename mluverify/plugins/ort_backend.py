@@ -9,7 +9,8 @@ onnx or onnxruntime is not installed; importing this plugin imports neither.
 
 A module is exported from a copy in the case's precision whose parameters require no grad (they
 become constants of the graph), as every target takes an ordinary ``nn.Module``. bfloat16 cases
-are refused (skipped with the reason), and so is a quantization: it quantizes nothing.
+are refused (skipped with the reason), and so are a quantization (it quantizes nothing) and
+``grad=True`` (an exported graph has no backward).
 
 ONNX flattens outputs into a list; they are put back into the structure an eager CPU run of
 the same callable returns. bfloat16 outputs cross as float32 (exactly), since onnxruntime's
@@ -41,6 +42,7 @@ class OrtBackend(Backend):
 
     name = "ort"
     modes = {"cpu": POLICY}
+    no_backward = "it runs an exported inference graph, and ONNX export records no backward"
 
     def unavailable_reason(self) -> str | None:
         missing = [name for name in REQUIRED if importlib.util.find_spec(name) is None]
@@ -48,8 +50,8 @@ class OrtBackend(Backend):
             return f"{' and '.join(missing)} not installed (pip install 'mluverify[ort]')"
         return None
 
-    def refusal(self, fn: Callable, case: Case) -> str | None:
-        return super().refusal(fn, case) or (BFLOAT16_REFUSAL if case.dtype == "bfloat16" else None)
+    def refusal(self, fn: Callable, case: Case, *, grad: bool = False) -> str | None:
+        return super().refusal(fn, case, grad=grad) or (BFLOAT16_REFUSAL if case.dtype == "bfloat16" else None)
 
     def execute(self, fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
         import onnxruntime

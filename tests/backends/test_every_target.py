@@ -65,6 +65,10 @@ def test_module_int8(verify):
 
 def test_function_int8(verify):
     verify(torch.relu, torch.linspace(-1, 1, 8), op="relu", quant="int8")
+
+def test_module_grad(verify):
+    torch.manual_seed(1)
+    verify(mlp(), torch.randn(4, 8, requires_grad=True), op="mlp", grad=True)
 """
 
 
@@ -103,7 +107,8 @@ def test_a_module_with_trainable_parameters_runs_on_ort_in_float32_and_float16(p
     # what ort:cpu does not compute is a skip with the reason, never a record
     result.stdout.fnmatch_lines(["*test_module*ort:cpu-bfloat16*: ort:cpu does not compute in bfloat16*",
                                  "*test_module_int8*ort:cpu*: ort:cpu runs a float module as it is*"
-                                 "(no mode of ort quantizes)*"])
+                                 "(no mode of ort quantizes)*",
+                                 "*test_module_grad*ort:cpu*: ort:cpu does not run backward*"])
 
 
 @pytest.mark.parametrize("target", ["cpu:inductor", "cpu64:eager", "ort:cpu"])
@@ -117,3 +122,9 @@ def test_targets_that_do_not_quantize_refuse_a_quantized_case_of_a_float_module(
     case = Case("t", "mlp", resolved, quant="int16")
     assert backend.refusal(_module(), case).startswith(f"{target} runs a float module as it is and quantizes nothing")
     assert backend.refusal(_module(), Case("t", "mlp", resolved)) is None
+
+
+def test_ort_refuses_gradient_cases_and_says_why():
+    case = Case("t", "mlp", Target("ort", "cpu"))
+    assert "ONNX export records no backward" in OrtBackend().refusal(_module(), case, grad=True)
+    assert OrtBackend().refusal(_module(), case) is None
