@@ -4,7 +4,8 @@ Reports, per waiver of ``[tool.mluverify.waivers]`` and of the expectations file
 (``--file``, default ``DEFAULT_FILES``): those that match nothing in the runs, those whose
 cases all pass now (per scope), expired and uncategorised ones, and counts per category.
 ``--prune`` rewrites the files without the stale entries (comments kept); ``--fail-on-stale``
-exits 1 when any is stale (for CI). Only runs that ran a waiver's suite can say it is stale:
+exits 1 when any is stale, ``--fail-on-uncapped`` when an accuracy waiver has no ceiling
+(``max``; for CI). Only runs that ran a waiver's suite can say it is stale:
 check against runs that cover every suite the files name.
 """
 from __future__ import annotations
@@ -30,6 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help=f"an expectations file (repeatable; default: {', '.join(DEFAULT_FILES)})")
     check.add_argument("--prune", action="store_true", help="rewrite the files without the stale waivers")
     check.add_argument("--fail-on-stale", action="store_true", help="exit 1 when a waiver is stale")
+    check.add_argument("--fail-on-uncapped", action="store_true",
+                       help="exit 1 when an accuracy waiver (not skip, category not 'unsupported') has no max")
     check.set_defaults(func=run)
 
 
@@ -46,7 +49,9 @@ def run(args: argparse.Namespace) -> int:
             removed = prune(file, [check.key for check in stale if check.source == str(file.path)])
             if removed:
                 print(f"mluverify: pruned {removed} stale waiver(s) from {file.path}")
-    return 1 if args.fail_on_stale and stale and not args.prune else 0
+    failed_stale = args.fail_on_stale and stale and not args.prune
+    failed_uncapped = args.fail_on_uncapped and any(check.uncapped for check in checks)
+    return 1 if failed_stale or failed_uncapped else 0
 
 
 def _expectation_files(paths: list[Path] | None) -> list:
@@ -82,5 +87,6 @@ def _lines(checks: list) -> list[str]:
     return [*flagged,
             f"mluverify: {len(checks)} waivers: {stale} stale ({sum(c.matches_nothing for c in checks)} match "
             f"nothing, {sum(c.all_pass for c in checks)} whose cases all pass), {passing} waived cases pass now, "
-            f"{sum(c.expired for c in checks)} expired",
+            f"{sum(c.expired for c in checks)} expired, "
+            f"{sum(c.uncapped for c in checks)} accuracy waivers without a ceiling",
             "categories: " + ", ".join(f"{name} {count}" for name, count in sorted(categories.items()))]

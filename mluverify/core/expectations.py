@@ -22,9 +22,12 @@ from mluverify.errors import ConfigError
 
 REQUIRED_KEYS = frozenset({"reason", "until"})
 OPTIONAL_KEYS = frozenset({"max", "category", "link", "scope", "created"})
+UNSUPPORTED = "unsupported"  # a waiver of where a case ran, not of its value: it needs no ceiling
 # Why a case deviates (docs/configuration.md "Expectations" explains each).
 CATEGORIES = ("quantization", "reduction order", "reference inaccuracy", "dtype range", "device bug",
-              "unsupported", "harness bug", "upstream bug")
+              UNSUPPORTED, "harness bug", "upstream bug")
+# What a waived comparison above its waiver's ceiling is: a failure, in the record and at the gate.
+WAIVED_BUT_WORSENED = "waived but worsened"
 KNOWN_TARGETS = ("mlu:cnnl", "mlu:cnml", "mlu:offline", "cpu:inductor", "cuda:eager", "cuda:inductor",
                  "xpu:eager", "mps:eager")
 KNOWN_CORE_VERSIONS = ("MLU270", "MLU370")
@@ -78,7 +81,7 @@ class Waiver:
 
     reason: str
     until: dt.date
-    max: float | None = None  # a ceiling: a waived case whose judged metric exceeds it fails the gate
+    max: float | None = None  # a ceiling: a judged metric above it is not excused (``over_ceiling``)
     skip: bool = False
     category: str = ""
     link: str = ""
@@ -86,6 +89,21 @@ class Waiver:
 
     def expired(self, today: dt.date | None = None) -> bool:
         return (today or dt.date.today()) > self.until
+
+    @property
+    def needs_ceiling(self) -> bool:
+        """Whether the waiver excuses a value and so must have a ``max``: all but a ``skip`` and
+        an ``unsupported`` one (it excuses where a case ran: a CPU fallback, no compilation)."""
+        return not self.skip and self.category != UNSUPPORTED
+
+    def over_ceiling(self, value: float | None) -> bool:
+        """Whether the judged ``value`` is above the ceiling ``max``: then the waiver excuses
+        nothing (a case with no value, errored, is not above it)."""
+        return self.max is not None and value is not None and value > self.max
+
+    def worsened(self, metric: str, value: float) -> str:
+        """Why a value ``over_ceiling`` is not excused, for the record's reason."""
+        return f"{WAIVED_BUT_WORSENED}: {metric} {value:.4g} > the waiver's ceiling max {self.max:g} ({self.reason})"
 
 
 @functools.lru_cache(maxsize=4096)

@@ -85,6 +85,8 @@ def _probe_class() -> type:
     import torch
     from torch.utils import _pytree as pytree
 
+    from mluverify.core.selections import forward_mode
+
     def differentiable(value: Any) -> bool:
         return isinstance(value, torch.Tensor) and value.is_floating_point()
 
@@ -116,7 +118,8 @@ def _probe_class() -> type:
         def _outputs(self, args: tuple, kwargs: Mapping[str, Any]):
             torch.manual_seed(self.seed)
             call_args, call_kwargs, leaves = self._differentiated(args, kwargs)
-            output = self.fn(*call_args, **call_kwargs)
+            with forward_mode():  # the device's ReLU masks and max-pool argmaxes (mluverify.core.selections)
+                output = self.fn(*call_args, **call_kwargs)
             outputs = [t for t in pytree.tree_leaves(output) if differentiable(t) and t.requires_grad]
             return output, outputs, leaves
 

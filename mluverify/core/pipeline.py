@@ -30,6 +30,7 @@ from mluverify.core.gradients import GRAD, OUTPUT, gradient_probe, ops_on_cpu, p
 from mluverify.core.plugin_manager import call_hook
 from mluverify.core.provenance import ops_under_test_on_cpu, run_recording
 from mluverify.core.record import Record, make_record
+from mluverify.core.selections import device_forward_reference, record as record_selections
 from mluverify.core.task import Task, TaskResult
 from mluverify.errors import ConfigError, Unsupported
 from mluverify.judge import Tolerance, Verdict, compare, policy, resolve_tolerance
@@ -154,7 +155,7 @@ class Pipeline:
         _, backend = self.resolve(case.target)
         if grad and task is not None:
             raise ConfigError(f"{case.case_id}: a task metric judges an output; it cannot go with grad=True")
-        case = as_run(backend, fn, case, grad=grad)
+        case = as_run(backend, fn, case)
         started = time.perf_counter()
         try:
             judged = (self._judge_gradients(backend, fn, args, kwargs, case, tolerance, checks, optimizer) if grad
@@ -232,10 +233,14 @@ class Pipeline:
         probe = gradient_probe(fn, case, optimizer, args, kwargs)
         upstream, forward = run_recording(probe.upstream, args, kwargs)
         probe_args = (upstream, *args)
-        execution = backend.execute(probe, cast_floating(probe_args, case.dtype), dict(kwargs), case=case)
+        execution, chosen = record_selections(
+            lambda: backend.execute(probe, cast_floating(probe_args, case.dtype), dict(kwargs), case=case))
         expected, whole = run_recording(copy.deepcopy(probe), *probe_args, **kwargs)
         dispatched = forward.with_backward(whole)
+        expected, following = device_forward_reference(lambda: copy.deepcopy(probe)(*probe_args, **kwargs),
+                                                        chosen, expected)
         tolerance, golden, note = self._tolerance_and_golden(probe, probe_args, kwargs, case, marker, checks)
+        note = "; ".join(filter(None, (following, note)))
         comparisons = []
         for leaf in probe_leaves(probe, args, kwargs, as_reference_dtype(execution.output, case.dtype), expected,
                                  golden.output):
@@ -287,8 +292,9 @@ class Pipeline:
 
     def _record(self, case: Case, comparison: _Comparison, judged: _Judged, duration_s: float,
                 waiver: Waiver | None) -> Outcome:
-        """Decide the status of one comparison (a live waiver excuses any but a pass), record it; a
-        task metric below its threshold fails the case whatever its output's error."""
+        """Decide the status of one comparison (a live waiver excuses any but a pass, unless its
+        judged value is above the waiver's ceiling), record it; a task metric below its threshold
+        fails the case whatever its output's error."""
         verdict, execution = comparison.verdict, judged.execution
         task_failure = judged.task.reason() if judged.task is not None else ""
         status, why = statuses.decide(statuses.Facts(
@@ -300,7 +306,9 @@ class Pipeline:
         if status == statuses.FAILED and verdict.passed:
             why = task_failure  # the output is within its bound: the task metric failed it
         concerning = waiver if status != statuses.PASSED else None
-        if concerning is not None and not concerning.expired():
+        if concerning is not None and concerning.over_ceiling(verdict.value):
+            why = "; ".join(filter(None, (concerning.worsened(verdict.metric, verdict.value), why)))
+        elif concerning is not None and not concerning.expired():
             # what it was, once: the record's reason adds the verdict's own
             status, why = statuses.WAIVED, f"{status}: {why}" if why else status
         record = make_record(self.run_id, case, verdict, execution, duration_s, status=status,
@@ -348,12 +356,12 @@ def policy_name(backend: Backend, case: Case) -> str:
     return QUANTIZED_POLICY if case.quant else backend.policy(case.mode)
 
 
-def as_run(backend: Backend, fn: Callable, case: Case, *, grad: bool = False) -> Case:
+def as_run(backend: Backend, fn: Callable, case: Case) -> Case:
     """``case`` as ``backend`` will run it: quantized as the module already is (a
     ``quantize_dynamic_mlu`` model) when the case names no quantization; ``Unsupported`` with the
-    back end's reason when it does not run the case as asked (``Backend.refusal``; ``grad``: with
-    its backward), so a record never claims a quantization or a precision that did not happen."""
-    refusal = backend.refusal(fn, case, grad=grad)
+    back end's reason when it does not run the case as asked (``Backend.refusal``), so a record
+    never claims a quantization or a precision that did not happen."""
+    refusal = backend.refusal(fn, case)
     if refusal:
         raise Unsupported(f"case {case.case_id}: {refusal}")
     found = backend.quantized_width(fn)

@@ -4,8 +4,10 @@ A waiver is matched against a run's records by the one rule of ``mluverify.core.
 (its case-id glob, then its scope on the record's target, core version, device implementation
 and the run's torch version). It is **stale** when it covers no record (it matches nothing in
 these runs) or when every case it covers passed (the deviation is gone). Expired and
-uncategorised waivers are reported as well. ``prune`` rewrites an expectations file without
-the stale entries, keeping its comments and layout (tomlkit).
+uncategorised waivers are reported as well, and **uncapped** ones: an accuracy waiver (all but
+``skip`` and category ``unsupported``) without a ceiling ``max`` would excuse any error.
+``prune`` rewrites an expectations file without the stale entries, keeping its comments and
+layout (tomlkit).
 """
 from __future__ import annotations
 
@@ -51,12 +53,19 @@ class WaiverCheck:
         return self.matches_nothing or self.all_pass
 
     @property
+    def uncapped(self) -> bool:
+        """An accuracy waiver (``Waiver.needs_ceiling``) without a ceiling: it excuses any error."""
+        return self.waiver.needs_ceiling and self.waiver.max is None
+
+    @property
     def problems(self) -> list[str]:
         """Why the entry needs attention (empty: it still holds)."""
         found = [("matches nothing", self.matches_nothing),
                  (f"all {self.cases} cases it covers pass", self.all_pass),
                  (f"expired on {self.waiver.until.isoformat()}", self.expired),
-                 ("uncategorised", not self.waiver.category)]
+                 ("uncategorised", not self.waiver.category),
+                 ("no ceiling: an accuracy waiver needs max = <measured worst case x margin>",
+                  self.uncapped)]
         return [text for text, applies in found if applies]
 
 

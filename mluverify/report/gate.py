@@ -13,7 +13,8 @@ Rules (each finding names its rule):
 - ``worsened``: the judged metric grew by more than the regress factor, or beyond ``mean +
   sigmas x spread`` of repeated baseline runs where that is wider (see ``diff``, ``spread``).
 - ``waived but worsened``: a waived case's metric grew by more than the regress factor over
-  its baseline value: a waiver excuses a known deviation, not a growing one. Never waived.
+  its baseline value, or is above the ceiling (``max``) of the waiver that covers it (when it ran,
+  or a configured one now): a waiver excuses a known deviation, not a growing one. Never waived.
 - ``missing``: a baseline case is absent from the run (only among the cases the run selected,
   when the caller says which: the test ids a ``-k`` kept, or the paths and node ids the run
   was given; a subset is not a loss).
@@ -34,6 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
+from mluverify.core.expectations import WAIVED_BUT_WORSENED
 from mluverify.core.status import PASSED, WAIVED
 
 
@@ -84,6 +86,9 @@ def evaluate_gate(run: "pd.DataFrame", baseline: "pd.DataFrame | None" = None, *
         return GateResult(_frame([{"rule": "empty run", "detail": "the run holds no records: nothing was verified"}]))
     cases = case_findings(run, baseline, regress_factor=regress_factor, noise_floor=noise_floor,
                           allow=allow, selected=selected, spread=spread)
+    worsened = ceiling_details(cases, waivers, today)
+    over = worsened != ""
+    cases["rule"], cases["detail"] = cases["rule"].mask(over, WAIVED_BUT_WORSENED), cases["detail"].mask(over, worsened)
     cases["waiver"] = waiver_reasons(cases, waivers, today).mask(cases["rule"] == WAIVED_BUT_WORSENED, "")
     expired = [
         {"rule": "expired waiver", "case_id": pattern,
@@ -108,7 +113,6 @@ def _stale_waivers(run: "pd.DataFrame", waivers: "Mapping[str, Waiver]", today: 
             for check in check_expectations(run, [configured], today) if check.stale]
 
 
-WAIVED_BUT_WORSENED = "waived but worsened"
 # Record status -> the rule a case breaks when it is not ok.
 _STATUS_RULES = {"failed": "fails tolerance", "waived": "fails tolerance", "errored": "errored",
                  "not_on_device": "not_on_device", "not_fused": "not_fused",
@@ -132,7 +136,9 @@ def case_findings(run: "pd.DataFrame", baseline: "pd.DataFrame | None", *, regre
         ~cases["record_status_new"].isin(allow)
     rule = rule.mask(cases["status"].isin(["still failing", "added"]) & not_ok, by_status)
     grew_waived = (cases["record_status_new"] == WAIVED) & cases["grew"].astype(bool)
-    rule = rule.mask(grew_waived, WAIVED_BUT_WORSENED)
+    # a record its waiver did not excuse, the value being above the ceiling (the pipeline's reason)
+    over_ceiling_when_run = not_ok & cases["reason_new"].fillna("").str.startswith(f"{WAIVED_BUT_WORSENED}:")
+    rule = rule.mask(grew_waived | over_ceiling_when_run, WAIVED_BUT_WORSENED)
     found = cases[rule.notna()].assign(rule=rule[rule.notna()])
     found = found.rename(columns={"value_new": "value", "value_base": "baseline_value", "bound_new": "bound"})
     sigmas = spread.sigmas if spread is not None else 0.0
@@ -187,7 +193,7 @@ def task_detail(row: "Mapping[str, Any]") -> str:
 def _detail(row: "pd.Series", regress_factor: float, sigmas: float) -> str:
     if row["rule"] == "missing":
         return "in the baseline but not in this run"
-    if row["rule"] in ("worsened", WAIVED_BUT_WORSENED):
+    if row["rule"] == "worsened" or (row["rule"] == WAIVED_BUT_WORSENED and row["grew"]):
         if row["spread_runs"] == row["spread_runs"]:  # not NaN: the baseline runs' spread set the limit
             return (f"{row['value']:.4g} > {row['limit']:.4g} = mean {row['spread_mean']:.4g} + {sigmas:g} "
                     f"x spread {row['spread']:.4g} over {int(row['spread_runs'])} baseline runs")
@@ -196,6 +202,23 @@ def _detail(row: "pd.Series", regress_factor: float, sigmas: float) -> str:
     if row["error_new"] or row["reason_new"]:
         return row["error_new"] or row["reason_new"]
     return f"{row['value']:.4g} > bound {row['bound']:.4g}"
+
+
+def ceiling_details(findings: "pd.DataFrame", waivers: "Mapping[str, Waiver]", today: dt.date) -> "pd.Series":
+    """Per finding, why the first unexpired configured waiver that ``covers`` it excuses nothing
+    (its value is above the waiver's ceiling), or ``""``."""
+    import pandas as pd
+
+    from mluverify.core.expectations import covering
+
+    def detail(row: "pd.Series") -> str:
+        found = covering(row["case_id"], waivers, where_of(row), today)
+        if found is None or not found[1].over_ceiling(row["value"]):
+            return ""
+        pattern, waiver = found
+        return f"{pattern}: {waiver.worsened('value', row['value'])}"
+
+    return findings.apply(detail, axis=1).astype(object) if len(findings) else pd.Series("", index=findings.index)
 
 
 def waiver_reasons(findings: "pd.DataFrame", waivers: "Mapping[str, Waiver]", today: dt.date) -> "pd.Series":

@@ -21,7 +21,7 @@ QUANT_DISTRIBUTIONS = ("normal", "wide_uniform")  # per-tensor int8 on outliers 
 PER_TENSOR_INT16 = ("normal", "wide_uniform", "special")
 OUTLIERS_WAIVER = pytest.mark.mlu_waiver(
     "per-tensor int16 quantization (MLU270's default) of inputs with 1000x outliers: ~0.9 % rel_mse > cnnl 0.3 %",
-    "2027-06-30", category="quantization")
+    "2027-06-30", category="quantization", max=0.015)  # ceiling: worst waived (1.0 %, ci profile) x 1.5
 
 
 class Conv(NamedTuple):

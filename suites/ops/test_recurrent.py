@@ -15,7 +15,7 @@ RECURRENT = (("lstm", torch.nn.LSTM), ("gru", torch.nn.GRU))
 # "Numerics"). The ordinary cases draw normal values; the outlier cases run apart, waived.
 OUTLIERS_WAIVER = pytest.mark.mlu_waiver(
     "per-tensor int16 quantization (MLU270's default) of gate inputs with 1000x outliers: up to ~0.4 % rel_mse "
-    "> cnnl 0.3 %", "2027-06-30", category="quantization")
+    "> cnnl 0.3 %", "2027-06-30", category="quantization", max=0.007)  # ceiling: worst (0.46 %, ci profile) x 1.5
 
 
 def _recurrent_case(verify, name: str, layer_type: type, dtype: str, data, distribution: str) -> None:

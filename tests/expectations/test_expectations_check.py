@@ -1,5 +1,5 @@
-"""``mluverify expectations check``: stale, matching-nothing, expired and uncategorised waivers,
-and ``--prune`` keeping comments."""
+"""``mluverify expectations check``: stale, matching-nothing, expired, uncategorised and uncapped
+waivers, ``--prune`` keeping comments, ``--fail-on-uncapped``."""
 import datetime as dt
 
 import pandas as pd
@@ -14,12 +14,12 @@ case_ids = { "" = "t.py::test_op[*-{key}]" }
 
 [waivers]
 # fixed since: every case passes now
-"add-*" = { reason = "was off by one ulp", until = "2099-01-01", category = "device bug" }
+"add-*" = { reason = "was off by one ulp", until = "2099-01-01", category = "device bug", max = 1e-6 }
 # still failing on MLU270 only
-"mul-*" = { reason = "int16 products", until = "2099-01-01", category = "quantization", scope = { cores = ["MLU270"] } }
+"mul-*" = { reason = "int16 products", until = "2099-01-01", category = "quantization", scope = { cores = ["MLU270"] }, max = 0.01 }
 # no such case any more
 "gone-*" = { reason = "removed op", until = "2099-01-01", category = "unsupported" }
-"old-*" = { reason = "nobody said why", until = "2020-01-01" }
+"old-*" = { reason = "nobody said why", until = "2020-01-01", max = 0.1 }
 '''
 
 
@@ -98,3 +98,28 @@ def test_the_gate_fails_on_a_stale_configured_waiver_only_when_asked(tmp_path):
     blocking = evaluate_gate(run, waivers=waivers, today=today, stale_waivers=True).blocking
     stale = blocking[blocking["rule"] == "stale waiver"]
     assert stale["case_id"].tolist() == ["t.py::test_op[*-add-*]"]
+
+
+UNCAPPED = '''[expectations]
+case_ids = { "" = "t.py::test_op[*-{key}]" }
+
+[waivers]
+"mul-*" = { reason = "int16 products", until = "2099-01-01", category = "quantization" }
+"add-*" = { reason = "no kernel: CPU fallback", until = "2099-01-01", category = "unsupported" }
+"old-*" = { reason = "raises on the device", until = "2099-01-01", category = "device bug", skip = true }
+'''
+
+
+def test_an_accuracy_waiver_without_a_ceiling_is_reported_and_fails_the_check_when_asked(tmp_path, capsys):
+    path, run = tmp_path / "waivers.toml", write_run(tmp_path / "run")
+    path.write_text(UNCAPPED)
+    checks = {c.key: c for c in check_expectations(records(), [load_expectations(path, skippable=True)])}
+    # only the accuracy waiver needs one: "unsupported" excuses where a case ran, skip has no value
+    assert [key for key, check in checks.items() if check.uncapped] == ["mul-*"]
+    assert main(["expectations", "check", str(run), "--file", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{path}: 'mul-*': no ceiling: an accuracy waiver needs max" in out
+    assert "1 accuracy waivers without a ceiling" in out
+    assert main(["expectations", "check", str(run), "--file", str(path), "--fail-on-uncapped"]) == 1
+    path.write_text(UNCAPPED.replace('category = "quantization"', 'category = "quantization", max = 0.02'))
+    assert main(["expectations", "check", str(run), "--file", str(path), "--fail-on-uncapped"]) == 0
