@@ -1,7 +1,8 @@
 """The training suites' known deviations (``waivers.toml`` beside this file) as pytest marks.
 
-Keys are globs on a case name (``*`` and ``?`` only); each entry has a ``reason`` and an expiry
-date ``until`` (``YYYY-MM-DD``), after which the case fails again. ``skip = true`` marks a case
+Keys are globs on a case name (``*`` and ``?`` only); each entry has a ``reason``, an expiry
+date ``until`` (``YYYY-MM-DD``), after which the case fails again, and, when it excuses a value,
+a ceiling ``max`` on the judged metric (carried by the mark). ``skip = true`` marks a case
 that raises in the device itself: there is no verdict to waive, it is skipped with the reason.
 """
 from __future__ import annotations
