@@ -114,25 +114,52 @@ def unsupported(target: Target) -> str:
 
 
 class _RunningTest:
-    """A test running on ``run``'s target: its comparisons numbered, the device's CPU fallbacks
-    and the time taken between them; ``device_facts()``: the record's facts of the device now
-    (implementation, the core version the script may have set, core number)."""
+    """A test running on ``run``'s target: its comparisons numbered, and how the device ran what
+    it computed between them: ``fallbacks`` (the device's FallbackTracker), ``fused_calls`` (the
+    fused calls' summaries, ``track_fused_calls``), ``device_facts()`` (the record's facts of the
+    device now: implementation, the core version the script may have set, core number). None: the
+    device does not report them (a real torch_mlu)."""
 
-    def __init__(self, run: SeedRun, tracker: Any, device_facts: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, run: SeedRun, fallbacks: Any, fused_calls: list | None,
+                 device_facts: Callable[[], dict[str, Any]]) -> None:
         self.run = run
-        self.tracker = tracker  # the device's FallbackTracker; None: the device reports none (torch_mlu)
+        self.fallbacks = fallbacks
+        self.fused_calls = fused_calls
         self.device_facts = device_facts
         self.comparisons = itertools.count(1)
         self._seen: collections.Counter[str] = collections.Counter()
+        self._fused_seen = 0
         self._since = time.perf_counter()
 
-    def take(self) -> tuple[tuple[str, ...], float]:
-        """The ops that fell back since the last take (in the order first seen), and the seconds."""
-        counts = collections.Counter(self.tracker.counts if self.tracker is not None else {})
+    def take(self) -> tuple[Execution, float]:
+        """How the device ran what the test computed since the last take, and the seconds taken."""
+        counts = collections.Counter(self.fallbacks.counts if self.fallbacks is not None else {})
         fell_back = tuple(op for op, calls in counts.items() if calls > self._seen[op])
+        fused = None if self.fused_calls is None else self.fused_calls[self._fused_seen:]
+        executed_as, not_fused_reason = _how_it_ran(self.run.target, fused)
         now = time.perf_counter()
-        self._seen, since, self._since = counts, self._since, now
-        return fell_back, now - since
+        self._seen, self._fused_seen = counts, self._fused_seen + len(fused or ())
+        since, self._since = self._since, now
+        return Execution(None, fell_back, executed_as, not_fused_reason, self.device_facts()), now - since
+
+
+# How a fused call ran, the worst first.
+_FUSED_ORDER = ("layer-by-layer", "partially fused", "fused")
+NOT_TRACED = ("no fused program ran since the previous comparison: the test's ops ran one by one on "
+              "the cnml kernels (a CNML op test traces its module, torch.jit.trace(model, x), and calls it "
+              "on 'mlu' inputs; a CNNL test says mlu_targets('mlu:cnnl'))")
+
+
+def _how_it_ran(target: Target, fused_calls: list | None) -> tuple[str, str]:
+    """``(executed_as, not_fused_reason)`` of a comparison: on ``mlu:cnml`` the worst of the fused
+    calls made since the previous comparison, layer by layer when there was none; elsewhere (and
+    where the device reports no fused calls) ``device``."""
+    if target.mode != "cnml" or fused_calls is None:
+        return "device", ""
+    if not fused_calls:
+        return "layer-by-layer", NOT_TRACED
+    worst = min(fused_calls, key=lambda call: _FUSED_ORDER.index(call.executed_as))
+    return worst.executed_as, worst.not_fused_reason
 
 
 def _computing(fallback_ops: tuple[str, ...]) -> tuple[str, ...]:
@@ -143,7 +170,8 @@ def _computing(fallback_ops: tuple[str, ...]) -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def _on_device(run: SeedRun) -> Iterator[_RunningTest]:
-    """The test's body on ``run``'s target: its mode's kernels, its core version, fallbacks watched."""
+    """The test's body on ``run``'s target: its mode's kernels, its core version, fallbacks and
+    fused calls watched."""
     from mluverify.plugins.mlu_backend import (EMULATOR, TORCH_MLU, device_impl, emulator_facts, running_on_emulator,
                                                running_on_torch_mlu, torch_mlu_facts)
 
@@ -152,13 +180,15 @@ def _on_device(run: SeedRun) -> Iterator[_RunningTest]:
         raise InvalidArgument(why)
     if device_impl() == TORCH_MLU:
         with running_on_torch_mlu(run.core_version):
-            yield _RunningTest(run, None, lambda: {"device_impl": TORCH_MLU, **torch_mlu_facts(run.core_version)})
+            yield _RunningTest(run, None, None, lambda: {"device_impl": TORCH_MLU, **torch_mlu_facts(run.core_version)})
         return
     from mluverify.device import kernel_mode, track_fallbacks
+    from mluverify.device.fusion import track_fused_calls
 
     with running_on_emulator(run.core_version, run.target.mode), kernel_mode(run.target.mode), \
-            track_fallbacks() as tracker:
-        yield _RunningTest(run, tracker, lambda: {"device_impl": EMULATOR, **emulator_facts(run.target.mode)})
+            track_fallbacks() as fallbacks, track_fused_calls() as fused_calls:
+        yield _RunningTest(run, fallbacks, fused_calls,
+                           lambda: {"device_impl": EMULATOR, **emulator_facts(run.target.mode)})
 
 
 class TestCase(unittest.TestCase):
@@ -210,7 +240,7 @@ class TestCase(unittest.TestCase):
         run = running.run
         metric = _metric(prec, use_MSE=use_MSE, use_RAE=use_RAE, use_RMA=use_RMA)
         expected, actual = _on_cpu(a), _on_cpu(b)
-        fell_back, duration_s = running.take()
+        execution, duration_s = running.take()
         case = _case(run, self, next(running.comparisons), actual)
         actual = as_reference_dtype(actual, case.dtype)
         infinite = "" if allow_inf else _infinite(expected, actual)
@@ -218,8 +248,8 @@ class TestCase(unittest.TestCase):
             run.pipeline.write_errored(case, infinite, duration_s)
             raise self.failureException(f"{message + ': ' if message else ''}{case.op} on {case.target}: {infinite}")
         tolerance = Tolerance(metric or DEFAULT_METRIC, prec, SOURCE) if prec is not None else None
-        execution = Execution(None, fell_back, info=running.device_facts())
-        outcome = run.pipeline.judge_pair(actual, expected, case, execution, ops_on_cpu=_computing(fell_back),
+        outcome = run.pipeline.judge_pair(actual, expected, case, execution,
+                                          ops_on_cpu=_computing(execution.fallback_ops),
                                           tolerance=tolerance, waiver=run.waiver(case), duration_s=duration_s)
         running.take()  # what judging ran is no part of the next comparison
         run.settle(outcome, case, message)

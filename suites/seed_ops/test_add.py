@@ -1,9 +1,12 @@
 """The seeds' per-op test of add: one file per op, runnable alone (``python test_add.py``)."""
 import unittest
 
+import pytest
 import torch
 
 from mluverify.testing import TestCase
+
+pytestmark = pytest.mark.mlu_targets("mlu:cnnl")  # a CNNL op test: its ops run one by one
 
 
 class TestAddOp(TestCase):

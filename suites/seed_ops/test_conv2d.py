@@ -1,10 +1,13 @@
 """The seeds' per-op test of conv2d: one file per op, runnable alone (``python test_conv2d.py``)."""
 import unittest
 
+import pytest
 import torch
 import torch.nn.functional as F
 
 from mluverify.testing import TestCase
+
+pytestmark = pytest.mark.mlu_targets("mlu:cnnl")  # a CNNL op test: its ops run one by one
 
 
 class TestConv2dOp(TestCase):

@@ -1,9 +1,12 @@
 """The seeds' per-op test of matmul: one file per op, runnable alone (``python test_matmul.py``)."""
 import unittest
 
+import pytest
 import torch
 
 from mluverify.testing import TestCase
+
+pytestmark = pytest.mark.mlu_targets("mlu:cnnl")  # a CNNL op test: its ops run one by one
 
 
 class TestMatmulOp(TestCase):

@@ -1,9 +1,12 @@
 """The seeds' per-op test of softmax: one file per op, runnable alone (``python test_softmax.py``)."""
 import unittest
 
+import pytest
 import torch
 
 from mluverify.testing import TestCase
+
+pytestmark = pytest.mark.mlu_targets("mlu:cnnl")  # a CNNL op test: its ops run one by one
 
 
 class TestSoftmaxOp(TestCase):

@@ -33,9 +33,11 @@ def mluverify_device_kernels(registry):
 # bessel_j0 has no MLU kernel: it runs as a CPU fallback; the flags and infinities are misuses
 EXTRA = """
 import unittest
+import pytest
 import torch
 from mluverify.testing import TestCase
 
+@pytest.mark.mlu_targets("mlu:cnnl")
 class TestChecks(TestCase):
     def test_fallback(self):
         x = torch.rand(16)
@@ -64,9 +66,28 @@ class TestChecks(TestCase):
         x = torch.randn(32)
         self.assertTensorsEqual(torch.relu(x), torch.relu(x.to("mlu")).cpu(), 0.003, use_MSE=True)
 
+class TestBothModes(TestCase):
     def test_policy_bound(self):
         x = torch.randn(32)
-        self.assertTensorsEqual(torch.relu(x), torch.relu(x.to("mlu")).cpu())
+        traced = torch.jit.trace(torch.nn.ReLU(), x).to("mlu")  # the seeds' CNML flow: fused on mlu
+        self.assertTensorsEqual(torch.relu(x), traced(x.to("mlu")).cpu())
+
+    def test_eager(self):
+        x = torch.randn(32)
+        self.assertTensorsEqual(torch.relu(x), torch.relu(x.to("mlu")).cpu(), 0.02, use_MSE=True)
+"""
+
+
+# a script whose test compares the wrong pair: sub against add
+SUB_WRONG = """
+import unittest
+import torch
+from mluverify.testing import TestCase
+
+class TestSubOp(TestCase):
+    def test_sub(self):
+        x, y = torch.randn(8), torch.randn(8)
+        self.assertTensorsEqual(torch.sub(x, y), torch.add(x.to("mlu"), y.to("mlu")).cpu(), 0.003, use_MSE=True)
 """
 
 
@@ -101,14 +122,20 @@ def test_a_planted_add_fails_the_standalone_script_and_is_recorded(tmp_path):
     assert len(frame) == 2
 
 
-def test_test_all_operators_runs_every_script_and_skips_the_not_test_ones(tmp_path):
-    ran = _python(SEED_OPS / "test_all_operators.py", tmp_path)
-    assert ran.returncode == 0, ran.stderr
-    scripts = sorted(p.stem for p in SEED_OPS.glob("test_*.py") if p.stem != "test_all_operators")
-    for script in scripts:
-        assert f"({script}." in ran.stderr
-    assert "skipped 'not test'" in ran.stderr
-    assert "OK (skipped=" in ran.stderr
+def test_test_all_operators_runs_every_script_beside_it_and_skips_the_not_test_ones(tmp_path):
+    """The suite's runner over a directory of three scripts (copies), one failing: the exit status
+    says so, every test of every script ran."""
+    for name in ("test_all_operators.py", "test_add.py", "test_relu.py"):
+        shutil.copy(SEED_OPS / name, tmp_path / name)
+    (tmp_path / "test_sub.py").write_text(SUB_WRONG)
+    ran = _python(tmp_path / "test_all_operators.py", tmp_path)
+    assert ran.returncode == 1, ran.stderr
+    for test in ("test_add.TestAddOp.test_add", "test_add.TestAddOp.test_add_scalar_inplace",
+                 "test_relu.TestReluOp.test_relu", "test_relu.TestReluOp.test_relu_half"):
+        assert f"({test}) ... ok" in ran.stderr
+    assert "(test_relu.TestReluOp.test_relu_large) ... skipped 'not test'" in ran.stderr
+    assert "(test_sub.TestSubOp.test_sub) ... FAIL" in ran.stderr
+    assert "FAILED (failures=1, skipped=1)" in ran.stderr
 
 
 def test_under_pytest_each_method_runs_per_target_judged_recorded_and_never_a_false_pass(pytester):
@@ -125,23 +152,25 @@ def test_under_pytest_each_method_runs_per_target_judged_recorded_and_never_a_fa
     result.stdout.fnmatch_lines_random([
         "FAILED test_add.py::TestAddOp::test_add[[]mlu:cnnl-MLU270[]] - Failed: add on mlu*",
         "*add on mlu:cnnl/MLU270 (float32): Mismatch: rel_mse 0.01 > bound 0.003 (assertTensorsEqual)",
-        "PASSED test_relu.py::TestReluOp::test_relu[[]mlu:cnml-MLU270[]]",
-        "SKIPPED [[]2[]] test_relu.py:*: not test",
+        "PASSED test_relu.py::TestReluOp::test_relu_half[[]mlu:cnnl-MLU270[]]",
+        "SKIPPED [[]1[]] test_relu.py:*: not test",
         "FAILED test_checks.py::TestChecks::test_fallback[[]mlu:cnnl-MLU270[]]*",
         "*checks on mlu:cnnl/MLU270 (float32): not_on_device: *special_bessel_j0*",
         "*use_MSE=True and use_RAE=True: set at most one of use_MSE, use_RAE, use_RMA",
         "*assertTensorsEqual(use_RAE=True) without prec*",
         "*checks on mlu:cnnl: infinite values in a (cpu) and b (device); pass allow_inf=True*",
+        "*checks on mlu:cnml/MLU270 (float32): not_fused: *no fused program ran since the previous comparison*",
     ])
-    result.assert_outcomes(passed=12, failed=10, skipped=2)
+    # the seed scripts say mlu_targets("mlu:cnnl"): add, relu and TestChecks on mlu:cnnl only
+    result.assert_outcomes(passed=8, failed=6, skipped=1)
     frame = pq.read_table(pytester.path / "run" / "records.parquet").to_pandas().set_index("case_id")
     add = frame.loc["test_add.py::TestAddOp::test_add[mlu:cnnl-MLU270]"]
     assert (add.op, add.target, add.bound, add.metric, add.status) == ("add", "mlu:cnnl", 0.003, "rel_mse", "failed")
     assert add.tolerance_source == "assertTensorsEqual" and add.value > 0.003 and add.seed == 0
-    relu = frame.loc["test_relu.py::TestReluOp::test_relu_half[mlu:cnml-MLU270]"]
+    relu = frame.loc["test_relu.py::TestReluOp::test_relu_half[mlu:cnnl-MLU270]"]
     assert (relu.op, relu["dtype"], relu.status, relu.core_version) == ("relu", "float16", "passed", "MLU270")
     assert not frame.index.str.contains("test_relu_large").any()  # skipped: never judged
-    assert relu.device_impl == "emulator" and relu.core_number >= 1
+    assert relu.device_impl == "emulator" and relu.core_number >= 1 and relu.executed_as == "device"
     # the record says what ran: the core version the script set, not the one the test started on
     assert frame.loc["test_checks.py::TestChecks::test_core_version_the_script_sets[mlu:cnnl-MLU270]"].core_version \
         == "MLU370"
@@ -149,11 +178,15 @@ def test_under_pytest_each_method_runs_per_target_judged_recorded_and_never_a_fa
     assert fallback.status == "not_on_device" and "special_bessel_j0" in fallback.fallback_ops
     assert frame.loc["test_checks.py::TestChecks::test_infinity[mlu:cnnl-MLU270]"].status == "errored"
     assert frame.loc["test_checks.py::TestChecks::test_infinity_allowed[mlu:cnnl-MLU270]"].status == "passed"
-    cnnl = frame.loc["test_checks.py::TestChecks::test_policy_bound[mlu:cnnl-MLU270]"]
-    cnml = frame.loc["test_checks.py::TestChecks::test_policy_bound[mlu:cnml-MLU270]"]
-    assert (cnnl.bound, cnnl.tolerance_source) == (0.003, "policy:cnnl")
+    cnnl = frame.loc["test_checks.py::TestBothModes::test_policy_bound[mlu:cnnl-MLU270]"]
+    cnml = frame.loc["test_checks.py::TestBothModes::test_policy_bound[mlu:cnml-MLU270]"]
+    assert (cnnl.bound, cnnl.tolerance_source, cnnl.status) == (0.003, "policy:cnnl", "passed")
     assert "golden reference unavailable (the test computed the pair); judged by policy:cnnl instead" in cnnl.reason
-    assert (cnml.bound, cnml.tolerance_source) == (0.02, "policy:cnml")
+    assert (cnml.bound, cnml.tolerance_source, cnml.executed_as, cnml.status) == (0.02, "policy:cnml", "fused", "passed")
+    # on mlu:cnml an eager comparison is no fused result, whatever its value
+    eager = frame.loc["test_checks.py::TestBothModes::test_eager[mlu:cnml-MLU270]"]
+    assert (eager.executed_as, eager.status, bool(eager.passed)) == ("layer-by-layer", "not_fused", True)
+    assert frame.loc["test_checks.py::TestBothModes::test_eager[mlu:cnnl-MLU270]"].status == "passed"
 
 
 @pytest.mark.parametrize("variable, value, message", [
@@ -196,9 +229,9 @@ def test_an_mlu_targets_marker_keeps_the_targets_it_names(pytester):
         def test_verified(verify):
             verify(torch.neg, torch.randn(8))
     """)
-    result = pytester.runpytest("-p", "mluverify", "-p", "no:cacheprovider", f"--mlu-report={pytester.path / 'run'}",
-                                "--mlu-target=mlu:cnnl", "--mlu-target=mlu:cnml", "--mlu-core-version=MLU270",
-                                "-v", "-rs")
+    result = pytester.runpytest_subprocess("-p", "mluverify", "-p", "no:cacheprovider", "-v", "-rs",
+                                           f"--mlu-report={pytester.path / 'run'}", "--mlu-target=mlu:cnnl",
+                                           "--mlu-target=mlu:cnml", "--mlu-core-version=MLU270")
     result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*TestMarked::test_neg[[]mlu:cnnl-MLU270[]] PASSED*",
                                  "*TestNowhere::test_neg[[]no-target[]] SKIPPED*",

@@ -23,6 +23,7 @@ import importlib
 from typing import Any
 
 from mluverify.device.fusion import dynamo as _dynamo, script as _script
+from mluverify.device.fusion.calls import track_fused_calls
 from mluverify.device.fusion.dynamo import compiled_summaries
 from mluverify.device.fusion.errors import CaptureError, DebugDirError, FusionError
 from mluverify.device.fusion.settings import FusionSettings, current_settings
@@ -65,7 +66,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CacheStats", "CaptureError", "DebugDirError", "Fallback", "FusedModule", "FusionError",
     "FusionSettings", "FusionSummary", "GroupSummary", "compiled_summaries", "current_settings",
-    "fuse", "fusion_summary",
+    "fuse", "fusion_summary", "track_fused_calls",
 ]
 
 _script.install()

@@ -16,6 +16,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from mluverify.device.fusion import _device
+from mluverify.device.fusion.calls import note_call
 from mluverify.device.fusion.capture import model_name
 from mluverify.device.fusion.errors import CaptureError
 from mluverify.device.fusion.program import Fallback, FusedProgram, GroupSummary, build_program
@@ -111,6 +112,11 @@ class FusionRuntime:
         self._saved_offline: set[tuple] = set()
 
     def __call__(self, *inputs: object) -> object:
+        outputs = self._run(inputs)
+        note_call(self.summary)  # track_fused_calls(): how this call ran
+        return outputs
+
+    def _run(self, inputs: tuple) -> object:
         entry = self._entry(inputs)
         if isinstance(entry, FusedProgram):
             try:
