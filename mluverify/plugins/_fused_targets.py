@@ -34,11 +34,11 @@ def prepared(fn: Callable, args: tuple, kwargs: dict, case: Case) -> nn.Module:
     to quantize), floating weights in ``case.dtype``."""
     module = BoundCall(copy.deepcopy(fn) if isinstance(fn, nn.Module) else fn, kwargs)
     if case.quant:
-        from mluverify.device.quantization import quantize_for_target
-        from mluverify.plugins.mlu_backend import quantized_width
+        from mluverify.device.quantization import default_mapping, quantize_for_target
 
         module = quantize_for_target(module, [map_tensors(_float32, args)], dtype=case.quant)
-        if not quantized_width(module):  # the case would run in float, recorded as quantized
+        quantized = tuple(default_mapping().values())
+        if not any(isinstance(layer, quantized) for layer in module.modules()):  # it would run in float
             raise Unsupported(f"case {case.case_id}: {case.target} quantizes the layers of a module "
                               f"(nn.Linear, nn.Conv1d/2d/3d and those of the mluverify_quant_mapping hook); "
                               f"{module.display_name} has none, so quant={case.quant!r} would quantize nothing")
