@@ -18,11 +18,11 @@ like a ``verify`` case:
   case's tolerance resolves as any case's (the ``mluverify_tolerance`` hook,
   ``[tool.mluverify.tolerances]``, the mode's policy: cnnl 0.3 %, cnml 2 %);
 * a computing op that ran as a CPU fallback since the previous comparison makes the comparison
-  ``not_on_device``, never a plain pass;
+  ``not_on_device``, and on ``mlu:cnml`` a comparison no fused program computed (no fused call
+  since the previous one) is ``not_fused``: never a plain pass;
 * records go to the run's records under pytest; standalone to ``$MLUVERIFY_REPORT`` (shards:
   ``mluverify report DIR`` merges them and writes the reports), or nowhere when it is unset;
-* not seen: whether a ``torch.jit`` module the script calls on ``mlu`` ran fused (no seed
-  comparison is ``not_fused``), and the float64 golden reference (the test computes its pair).
+* no float64 golden reference: the test computes its own pair.
 
 docs/seed_tests.md has the whole story.
 """
