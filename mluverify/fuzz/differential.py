@@ -120,10 +120,10 @@ def _integers_from_floats_as_floats(actual: Any, expected: Any, golden: Any, fro
         return actual, expected, golden, ""
     widened = [i for i, made_from_floats in enumerate(from_floats) if made_from_floats
                and isinstance(got[i], torch.Tensor) and got[i].dtype == want[i].dtype and got[i].shape == want[i].shape]
-    for i in widened:
-        got[i], want[i], gold[i] = got[i].double(), want[i].double(), gold[i].double()
     if not widened:
         return actual, expected, golden, ""
+    for i in widened:
+        got[i], want[i], gold[i] = got[i].double(), want[i].double(), gold[i].double()
     return tuple(got), tuple(want), tuple(gold), INTEGERS_AS_FLOATS
 
 

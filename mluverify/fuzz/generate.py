@@ -38,8 +38,9 @@ VALUE_RANGE = 3.0
 # values tie in argmax and sort. Drawn beside arbitrary floats.
 # Held as the float32 nearest to each (what an array of that dtype keeps).
 DECIMALS = tuple(float(np.float32(v)) for v in (0.1, 0.2, 0.3, 0.6, 0.7, 1.1, 2.3, -0.1, -0.3, -0.7, 0.5, 1.0))
-# Where ops are defined but special (IEEE 754): a zero's sign decides 1 / x, rsqrt, log, atan2
-# and copysign; an infinity gives sigmoid, tanh, exp(-x), 1 / x, atan2 finite results. Drawn
+# Where ops are defined but special (IEEE 754): a zero's sign decides 1 / x, rsqrt, sqrt, atan2
+# and copysign (log of either zero is -inf); an infinity gives sigmoid, tanh, exp(-x), 1 / x,
+# atan2 finite results. Drawn
 # as often as one decimal each; infinities only in half the cases, since most programs make a
 # NaN of them (inf - inf, 0 * inf) and are rejected.
 SIGNED_ZEROS = (0.0, -0.0)

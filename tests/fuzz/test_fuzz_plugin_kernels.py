@@ -19,8 +19,7 @@ def test_an_isolated_target_runs_the_plugins_kernel():
     with IsolatedRunner(functools.partial(TargetRunner, (KERNELS,))) as runner:
         judgement = judge(GELU, X, "mlu:cnnl", runner, "cnnl")
     assert judgement.kind == DEVIATION, judgement.reason
-    with IsolatedRunner(functools.partial(TargetRunner, ())) as clean:  # without the plugin: right
-        assert judge(GELU, X, "mlu:cnnl", clean, "cnnl").kind == PASS
+    assert judge(GELU, X, "mlu:cnnl", TargetRunner(), "cnnl").kind == PASS  # the device's own gelu
 
 
 def test_a_campaign_with_the_plugin_finds_its_wrong_gelu(capsys):
