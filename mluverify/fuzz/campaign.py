@@ -9,7 +9,7 @@ the minimal example can always be replayed). The graph passes of ``mluverify.fuz
 remove the nodes hypothesis's choice sequence could not, within the same bounds. With
 ``shrink_runs`` 0 a finding is kept as drawn: hypothesis's shrinker re-draws inputs element by
 element even for the examples it is then refused, which on inputs of hundreds of elements
-takes a minute whatever the bound. A program that
+takes tens of seconds whatever the bound. A program that
 a kept finding explains (same target and kind, its ops a subsequence of the program's) does not
 stop a search, so each search finds something new. A campaign split over machines uses disjoint
 seed ranges and merges the corpora afterwards.

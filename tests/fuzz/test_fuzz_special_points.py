@@ -70,7 +70,7 @@ def test_an_infinity_of_the_wrong_sign_deviates_and_the_right_one_passes():
 
 def _findings(runner) -> list:
     """The first finding of a 10-program search over each planted op and ``neg`` (unshrunk:
-    hypothesis's shrinking of inputs of hundreds of elements takes a minute)."""
+    hypothesis's shrinking of inputs of hundreds of elements takes tens of seconds)."""
     found = []
     for ops in (["rsqrt", "neg"], ["div", "neg"]):
         campaign = Campaign([TARGET], runner, {TARGET: "cnnl"}, ops=op_set(ops), shrink_runs=0)
