@@ -155,7 +155,7 @@ class Pipeline:
         _, backend = self.resolve(case.target)
         if grad and task is not None:
             raise ConfigError(f"{case.case_id}: a task metric judges an output; it cannot go with grad=True")
-        case = as_run(backend, fn, case)
+        case = as_run(backend, fn, case, grad=grad)
         started = time.perf_counter()
         try:
             judged = (self._judge_gradients(backend, fn, args, kwargs, case, tolerance, checks, optimizer) if grad
@@ -356,12 +356,12 @@ def policy_name(backend: Backend, case: Case) -> str:
     return QUANTIZED_POLICY if case.quant else backend.policy(case.mode)
 
 
-def as_run(backend: Backend, fn: Callable, case: Case) -> Case:
+def as_run(backend: Backend, fn: Callable, case: Case, *, grad: bool = False) -> Case:
     """``case`` as ``backend`` will run it: quantized as the module already is (a
     ``quantize_dynamic_mlu`` model) when the case names no quantization; ``Unsupported`` with the
-    back end's reason when it does not run the case as asked (``Backend.refusal``), so a record
-    never claims a quantization or a precision that did not happen."""
-    refusal = backend.refusal(fn, case)
+    back end's reason when it does not run the case as asked (``Backend.refusal``; ``grad``: with
+    its backward), so a record never claims a quantization or a precision that did not happen."""
+    refusal = backend.refusal(fn, case, grad=grad)
     if refusal:
         raise Unsupported(f"case {case.case_id}: {refusal}")
     found = backend.quantized_width(fn)
