@@ -4,14 +4,17 @@ A waiver is matched against a run's records by the one rule of ``mluverify.core.
 (its case-id glob, then its scope on the record's target, core version, device implementation
 and the run's torch version). It is **stale** when it covers no record (it matches nothing in
 these runs) or when every case it covers passed (the deviation is gone). Expired and
-uncategorised waivers are reported as well, and **uncapped** ones: an accuracy waiver (all but
-``skip`` and category ``unsupported``) without a ceiling ``max`` would excuse any error.
+uncategorised waivers are reported as well, **uncapped** ones (an accuracy waiver, all but
+``skip`` and category ``unsupported``, without a ceiling ``max`` would excuse any error: the
+report gives the worst value it covers, what a ceiling is written from) and those whose
+covered comparisons lie **above the ceiling**.
 ``prune`` rewrites an expectations file without the stale entries, keeping its comments and
 layout (tomlkit).
 """
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +33,9 @@ WHERE_COLUMNS = ("target", "core_version", "device_impl", "torch_version")
 
 @dataclass(frozen=True)
 class WaiverCheck:
-    """What the runs say of one waiver: ``cases`` it covers, how many of them ``passing``."""
+    """What the runs say of one waiver: ``cases`` it covers, how many of them ``passing``, and
+    ``worst``: the largest judged value among its comparisons that did not pass (NaN: none),
+    what a ceiling is written from."""
 
     source: str
     key: str
@@ -39,6 +44,7 @@ class WaiverCheck:
     cases: int
     passing: int
     expired: bool
+    worst: float = math.nan
 
     @property
     def matches_nothing(self) -> bool:
@@ -60,30 +66,36 @@ class WaiverCheck:
     @property
     def problems(self) -> list[str]:
         """Why the entry needs attention (empty: it still holds)."""
+        measured = f" (worst value here {self.worst:.4g})" if self.worst == self.worst else ""
         found = [("matches nothing", self.matches_nothing),
                  (f"all {self.cases} cases it covers pass", self.all_pass),
                  (f"expired on {self.waiver.until.isoformat()}", self.expired),
                  ("uncategorised", not self.waiver.category),
-                 ("no ceiling: an accuracy waiver needs max = <measured worst case x margin>",
+                 (f"no ceiling: an accuracy waiver needs max = <measured worst case x margin>{measured}",
                   self.uncapped)]
-        return [text for text, applies in found if applies]
+        above = [f"above its ceiling: worst value {self.worst:.4g} > max {self.waiver.max:g}"
+                 ] if self.waiver.over_ceiling(self.worst) else []
+        return [text for text, applies in found if applies] + above
 
 
 def check_expectations(records: "pd.DataFrame", files: Iterable[ExpectationsFile],
                        today: dt.date | None = None) -> list[WaiverCheck]:
     """One ``WaiverCheck`` per waiver of ``files`` against ``records`` (columns ``case_id``,
-    ``status`` and ``WHERE_COLUMNS``; a missing one is not known)."""
+    ``status``, ``value`` and ``WHERE_COLUMNS``; a missing one is not known)."""
     today = today or dt.date.today()
-    records = records.reindex(columns=["case_id", "status", *WHERE_COLUMNS])
+    records = records.reindex(columns=["case_id", "status", "value", *WHERE_COLUMNS])
     case_passes = (records["status"] == PASSED).groupby(records["case_id"]).all()
+    not_passing = records["value"].astype(float).where(records["status"] != PASSED)
     places = Places.of(records)
     checks = []
     for file in files:
         for key, waiver in file.waivers.items():
             glob = file.case_id_globs[key]
-            covered = records.loc[covered_rows(records, glob, waiver, places), "case_id"].unique()
+            rows = covered_rows(records, glob, waiver, places)
+            covered = records.loc[rows, "case_id"].unique()
             checks.append(WaiverCheck(str(file.path), key, glob, waiver, len(covered),
-                                      int(case_passes.reindex(covered).sum()), waiver.expired(today)))
+                                      int(case_passes.reindex(covered).sum()), waiver.expired(today),
+                                      float(not_passing[rows].max())))
     return checks
 
 

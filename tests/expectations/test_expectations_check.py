@@ -1,5 +1,6 @@
 """``mluverify expectations check``: stale, matching-nothing, expired, uncategorised and uncapped
-waivers, ``--prune`` keeping comments, ``--fail-on-uncapped``."""
+waivers, the worst value a waiver covers and one above its ceiling, ``--prune`` keeping
+comments, ``--fail-on-uncapped``."""
 import datetime as dt
 
 import pandas as pd
@@ -123,3 +124,16 @@ def test_an_accuracy_waiver_without_a_ceiling_is_reported_and_fails_the_check_wh
     assert main(["expectations", "check", str(run), "--file", str(path), "--fail-on-uncapped"]) == 1
     path.write_text(UNCAPPED.replace('category = "quantization"', 'category = "quantization", max = 0.02'))
     assert main(["expectations", "check", str(run), "--file", str(path), "--fail-on-uncapped"]) == 0
+
+
+def test_the_worst_value_a_waiver_covers_is_reported_and_one_above_its_ceiling_is_flagged(tmp_path):
+    path = tmp_path / "waivers.toml"
+    path.write_text(UNCAPPED.replace('category = "quantization"', 'category = "quantization", max = 0.02'))
+    frame = records().assign(value=[0.0, 0.0, 0.03, 0.0, 0.001, 0.5])  # mul-0 on MLU270 waived at 0.03
+    checks = {c.key: c for c in check_expectations(frame, [load_expectations(path, skippable=True)])}
+    assert checks["mul-*"].worst == 0.03  # the passing cases' values are not what it excuses
+    assert checks["mul-*"].problems == ["above its ceiling: worst value 0.03 > max 0.02"]
+    path.write_text(UNCAPPED)
+    checks = {c.key: c for c in check_expectations(frame, [load_expectations(path, skippable=True)])}
+    assert checks["mul-*"].problems == ["no ceiling: an accuracy waiver needs max = <measured worst case x margin> "
+                                        "(worst value here 0.03)"]
