@@ -66,7 +66,12 @@ class TestChecks(TestCase):
         x = torch.randn(32)
         self.assertTensorsEqual(torch.relu(x), torch.relu(x.to("mlu")).cpu(), 0.003, use_MSE=True)
 
-class TestBothModes(TestCase):
+    def test_policy_bound(self):
+        x = torch.randn(32)
+        self.assertTensorsEqual(torch.relu(x), torch.relu(x.to("mlu")).cpu())
+
+@pytest.mark.mlu_targets("mlu:cnml")
+class TestFused(TestCase):
     def test_policy_bound(self):
         x = torch.randn(32)
         traced = torch.jit.trace(torch.nn.ReLU(), x).to("mlu")  # the seeds' CNML flow: fused on mlu
@@ -161,8 +166,8 @@ def test_under_pytest_each_method_runs_per_target_judged_recorded_and_never_a_fa
         "*checks on mlu:cnnl: infinite values in a (cpu) and b (device); pass allow_inf=True*",
         "*checks on mlu:cnml/MLU270 (float32): not_fused: *no fused program ran since the previous comparison*",
     ])
-    # the seed scripts say mlu_targets("mlu:cnnl"): add, relu and TestChecks on mlu:cnnl only
-    result.assert_outcomes(passed=8, failed=6, skipped=1)
+    # mlu_targets: add, relu and TestChecks on mlu:cnnl, TestFused on mlu:cnml
+    result.assert_outcomes(passed=7, failed=6, skipped=1)
     frame = pq.read_table(pytester.path / "run" / "records.parquet").to_pandas().set_index("case_id")
     add = frame.loc["test_add.py::TestAddOp::test_add[mlu:cnnl-MLU270]"]
     assert (add.op, add.target, add.bound, add.metric, add.status) == ("add", "mlu:cnnl", 0.003, "rel_mse", "failed")
@@ -178,15 +183,14 @@ def test_under_pytest_each_method_runs_per_target_judged_recorded_and_never_a_fa
     assert fallback.status == "not_on_device" and "special_bessel_j0" in fallback.fallback_ops
     assert frame.loc["test_checks.py::TestChecks::test_infinity[mlu:cnnl-MLU270]"].status == "errored"
     assert frame.loc["test_checks.py::TestChecks::test_infinity_allowed[mlu:cnnl-MLU270]"].status == "passed"
-    cnnl = frame.loc["test_checks.py::TestBothModes::test_policy_bound[mlu:cnnl-MLU270]"]
-    cnml = frame.loc["test_checks.py::TestBothModes::test_policy_bound[mlu:cnml-MLU270]"]
+    cnnl = frame.loc["test_checks.py::TestChecks::test_policy_bound[mlu:cnnl-MLU270]"]
+    cnml = frame.loc["test_checks.py::TestFused::test_policy_bound[mlu:cnml-MLU270]"]
     assert (cnnl.bound, cnnl.tolerance_source, cnnl.status) == (0.003, "policy:cnnl", "passed")
     assert "golden reference unavailable (the test computed the pair); judged by policy:cnnl instead" in cnnl.reason
     assert (cnml.bound, cnml.tolerance_source, cnml.executed_as, cnml.status) == (0.02, "policy:cnml", "fused", "passed")
     # on mlu:cnml an eager comparison is no fused result, whatever its value
-    eager = frame.loc["test_checks.py::TestBothModes::test_eager[mlu:cnml-MLU270]"]
+    eager = frame.loc["test_checks.py::TestFused::test_eager[mlu:cnml-MLU270]"]
     assert (eager.executed_as, eager.status, bool(eager.passed)) == ("layer-by-layer", "not_fused", True)
-    assert frame.loc["test_checks.py::TestBothModes::test_eager[mlu:cnnl-MLU270]"].status == "passed"
 
 
 @pytest.mark.parametrize("variable, value, message", [
@@ -225,14 +229,15 @@ def test_an_mlu_targets_marker_keeps_the_targets_it_names(pytester):
             def test_neg(self):
                 raise AssertionError("never run: no requested target is named")
 
-        @pytest.mark.mlu_targets("mlu:cnml")  # the same rule parametrizes verify's tests
+        @pytest.mark.mlu_targets("cpu64:eager")  # the same rule parametrizes verify's tests
         def test_verified(verify):
             verify(torch.neg, torch.randn(8))
     """)
     result = pytester.runpytest_subprocess("-p", "mluverify", "-p", "no:cacheprovider", "-v", "-rs",
                                            f"--mlu-report={pytester.path / 'run'}", "--mlu-target=mlu:cnnl",
-                                           "--mlu-target=mlu:cnml", "--mlu-core-version=MLU270")
+                                           "--mlu-target=mlu:cnml", "--mlu-target=cpu64:eager",
+                                           "--mlu-core-version=MLU270")
     result.assert_outcomes(passed=2, skipped=1)
     result.stdout.fnmatch_lines(["*TestMarked::test_neg[[]mlu:cnnl-MLU270[]] PASSED*",
                                  "*TestNowhere::test_neg[[]no-target[]] SKIPPED*",
-                                 "*test_verified[[]mlu:cnml-MLU270[]] PASSED*"])
+                                 "*test_verified[[]cpu64:eager[]] PASSED*"])
