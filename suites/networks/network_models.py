@@ -12,6 +12,20 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def trained_like(model: nn.Module) -> nn.Module:
+    """Batch-norm statistics and affine parameters away from their initial (identity-like)
+    values, as after training: otherwise folding them into convolutions (fused mode) is a
+    no-op and the fused numerics go unchecked."""
+    with torch.no_grad():
+        for bn in (m for m in model.modules() if isinstance(m, nn.BatchNorm2d)):
+            bn.running_mean.uniform_(-0.2, 0.2)
+            bn.running_var.uniform_(0.5, 2.0)
+            if bn.affine:
+                bn.weight.uniform_(0.5, 1.5)
+                bn.bias.uniform_(-0.2, 0.2)
+    return model
+
+
 class Net(nn.Module):
     """The MNIST quickstart network of seed 001, for ``side`` x ``side`` images (the seed's 28;
     ``fc1`` takes the 64 channels of the pooled ``(side - 4) / 2`` square)."""

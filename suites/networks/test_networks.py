@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple
 import pytest
 import torch
 import torch.nn as nn
-from network_models import BertEncoder, GptDecoder, LstmModel, Net, TestModel
+from network_models import BertEncoder, GptDecoder, LstmModel, Net, TestModel, trained_like
 
 SEED = 0
 VOCAB = 512  # of the GPT and BERT models
@@ -74,25 +74,11 @@ def _params(precisions: tuple[tuple[str, str], ...]) -> list:
             for net in NETWORKS for dtype, quant in precisions]
 
 
-def _trained_like(model: nn.Module) -> nn.Module:
-    """Batch-norm statistics and affine parameters away from their initial (identity-like)
-    values, as after training: otherwise folding them into convolutions (fused mode) is a
-    no-op and the fused numerics go unchecked."""
-    with torch.no_grad():
-        for bn in (m for m in model.modules() if isinstance(m, nn.BatchNorm2d)):
-            bn.running_mean.uniform_(-0.2, 0.2)
-            bn.running_var.uniform_(0.5, 2.0)
-            if bn.affine:
-                bn.weight.uniform_(0.5, 1.5)
-                bn.bias.uniform_(-0.2, 0.2)
-    return model
-
-
 def model_and_input(net: Network) -> tuple[nn.Module, torch.Tensor]:
     """The network with seeded weights (batch-norm as after training), in eval mode, and a
     seeded input."""
     torch.manual_seed(SEED)
-    model = _trained_like(net.build()).eval()
+    model = trained_like(net.build()).eval()
     return model, net.make_input(net.input_shape)
 
 
