@@ -18,7 +18,7 @@ import numerics_reference as ref
 from mluverify.device import kernel_mode, numerics
 from mluverify.device.fusion import fuse, fusion_summary
 from mluverify.device.numerics import numerics_settings
-from mluverify.device.reductions import core_sum
+from mluverify.device.reductions import combine_pairwise, core_sum
 
 CORES = [1, 4, 16]
 
@@ -181,3 +181,15 @@ def test_core_number_changes_a_fused_long_sums_bits_within_the_bound():
     for got, cores in ((fused_1, 1), (fused_16, 16)):
         additions = -(-count // cores // ref.LANES) + int(np.log2(ref.LANES)) + int(np.log2(cores))
         assert abs(got.item() - exact) <= additions * ref.U32 * magnitude / count + ref.U32 * abs(exact)
+
+
+@pytest.mark.parametrize("cores", [1, 2, 4, 16])
+def test_combine_pairwise_adds_neighbours_first_bit_for_bit(cores):
+    """The partials' last dim added as the reference's tree, for contiguous partials and for the
+    view a convolution's partials are (the cores outermost, moved last). Values of mixed
+    magnitude, so another pairing rounds differently."""
+    values = torch.randn(2, cores, 3, 5, 7, generator=torch.Generator().manual_seed(cores))
+    values *= torch.logspace(-6, 6, cores).reshape(1, cores, 1, 1, 1)
+    expected = ref.pairwise([values[:, c].numpy() for c in range(cores)])
+    same_bits(combine_pairwise(values.movedim(1, -1)), expected)
+    same_bits(combine_pairwise(values.movedim(1, -1).contiguous()), expected)
