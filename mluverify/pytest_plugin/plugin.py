@@ -22,7 +22,7 @@ from mluverify.core.config import Settings, load_settings
 from mluverify.core.expectations import Waiver, Where, make_waiver, waiver_for
 from mluverify.errors import MluverifyError, Unsupported
 from mluverify.pytest_plugin.run import PytestRun, is_worker, report_dir
-from mluverify.pytest_plugin.reproducer import add_options as add_reproducer_options, reproducer_command
+from mluverify.pytest_plugin.reproducer import RunReproducers, add_options as add_reproducer_options, run_reproducers
 from mluverify.core.pipeline import Checks, Pipeline
 from mluverify.core.status import PASSED
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 pipeline_key = pytest.StashKey[Pipeline]()
 settings_key = pytest.StashKey[Settings]()
 plugin_manager_key = pytest.StashKey["pluggy.PluginManager"]()
+reproducers_key = pytest.StashKey[RunReproducers]()
 pytest_plugins = ["mluverify.pytest_plugin.cases",  # --mlu-cases: captured cases as items
                   "mluverify.pytest_plugin.seed_tests"]  # seed-style unittest scripts (mluverify.testing)
 # The [tool.mluverify] keys the --mlu-* options override: key -> the option's dest.
@@ -326,6 +327,7 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
     test unless the case passed. ``help(verify)`` in a test describes every argument."""
     pipeline = request.config.stash[pipeline_key]
     settings = request.config.stash[settings_key]
+    reproducers = _run_reproducers(request.config, settings)
     item = request.node
     calls = iter(range(1, 1 << 30))
 
@@ -369,8 +371,7 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
             op=op or _marker_arg(item, "mlu_op") or _callable_name(fn),
             target=mlu_target, suite=_suite_of(item), dtype=dtype, quant=quant,
             shape=_shape_of(args), seed=seed,
-            reproducer=reproducer or reproducer_command(request.config, item.nodeid, mlu_target,
-                                                        mlu_core_version, report_dir(request.config, settings)),
+            reproducer=reproducer or reproducers.command(item.nodeid, mlu_target, mlu_core_version),
             core_version=mlu_core_version, aten_ops=tuple(aten_ops),
         )
         waiver = _waiver_for(item, case, settings)
@@ -388,6 +389,13 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
         return _test_outcome(outcome, case, settings)
 
     return run
+
+
+def _run_reproducers(config: pytest.Config, settings: Settings) -> RunReproducers:
+    """What the run's reproducers share, made once per run at its first verifying test."""
+    if reproducers_key not in config.stash:
+        config.stash[reproducers_key] = run_reproducers(config, report_dir(config, settings))
+    return config.stash[reproducers_key]
 
 
 def _golden_on(config: pytest.Config, item: pytest.Item) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -33,20 +34,38 @@ def add_options(group: Any) -> None:
 def reproducer_command(config: Any, nodeid: str, target: object, core_version: str, report_dir: Path) -> str:
     """The shell command re-running the case of test ``nodeid`` on ``target`` (and device
     variant ``core_version``) alone, with the run's options that change how cases run."""
+    return run_reproducers(config, report_dir).command(nodeid, target, core_version)
+
+
+@dataclass(frozen=True)
+class RunReproducers:
+    """What every reproducer of one run shares, shell-quoted once (a run makes one per case):
+    the command before the test id, the run's options that change how cases run, and the
+    report option. ``command`` adds a case's test id, target, device variant and example."""
+
+    head: str
+    options: tuple[str, ...]
+    report: str
+
+    def command(self, nodeid: str, target: object, core_version: str) -> str:
+        """The reproducer of the case of test ``nodeid`` on ``target`` (and ``core_version``)."""
+        case = [nodeid, f"--mlu-target={target}"] + ([f"--mlu-core-version={core_version}"] if core_version else [])
+        example = hypothesis_example()
+        shown = [f"--mlu-reproduce-failure={example}"] if example else []
+        return " ".join([self.head, shlex.join(case), *self.options, *map(shlex.quote, shown), self.report])
+
+
+def run_reproducers(config: Any, report_dir: Path) -> RunReproducers:
+    """The shared part of the reproducers of the run of ``config`` reporting into ``report_dir``."""
     plugins = [part for name in _command_line_plugins(config) for part in ("-p", name)]
     # ``python -m pytest``: like the run, it finds ``-p`` plugins and conftests of the current
     # directory (the ``pytest`` script does not put it on sys.path)
-    argv = ["python", "-m", "pytest", "-p", "mluverify", *plugins, nodeid, f"--mlu-target={target}"]
-    if core_version:
-        argv.append(f"--mlu-core-version={core_version}")
-    argv += _case_options(vars(config.option))
-    argv += [f"--{name.replace('_', '-')}={config.getoption(name, None)}" for name in HYPOTHESIS_OPTIONS
-             if config.getoption(name, None) is not None]
-    example = hypothesis_example()
-    if example:
-        argv.append(f"--mlu-reproduce-failure={example}")
-    argv.append(f"--mlu-report={_repro_dir(report_dir, config.rootpath)}")
-    return shlex.join(argv)
+    head = ["python", "-m", "pytest", "-p", "mluverify", *plugins]
+    options = _case_options(vars(config.option))
+    options += [f"--{name.replace('_', '-')}={config.getoption(name, None)}" for name in HYPOTHESIS_OPTIONS
+                if config.getoption(name, None) is not None]
+    return RunReproducers(shlex.join(head), tuple(map(shlex.quote, options)),
+                          shlex.quote(f"--mlu-report={_repro_dir(report_dir, config.rootpath)}"))
 
 
 def _command_line_plugins(config: Any) -> list[str]:
