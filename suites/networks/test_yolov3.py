@@ -31,7 +31,7 @@ from digits_task import REFERENCES
 from yolov3 import SEED, detect, sample_images, yolov3
 
 FORMATS = ("RGB", "RGBA", "ARGB")  # the demo's -input_format 0, 1, 2
-# (core number, input format) in the default selection: the extremes, about 8 s of CPU a case
+# (core number, input format) in the default selection: the extremes, about 5 s of CPU a case
 DEFAULT = ((1, 0), (16, 2))
 FULL_SIZE = 416
 
