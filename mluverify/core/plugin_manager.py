@@ -32,6 +32,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "mluverify.plugins.opinfo_cases",
     "mluverify.plugins.captured_cases",
     "mluverify.plugins.ort_backend",
+    "mluverify.plugins.openvino_backend",
 )
 
 

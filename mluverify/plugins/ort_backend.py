@@ -1,11 +1,21 @@
-"""Plugin: ONNX Runtime on the CPU as target ``ort:cpu`` (extra ``mluverify[ort]``).
+"""Plugin: ONNX Runtime on the CPU as targets ``ort:cpu`` (extra ``mluverify[ort]``) and
+``ort:dynamo`` (extra ``mluverify[ort-dynamo]``).
 
-A third-party-style back end through the public plugin API: each case's callable is exported
-with ``torch.onnx.export`` (the TorchScript exporter, ``dynamo=False``: it needs no onnxscript)
-and run by an onnxruntime ``InferenceSession`` on the ``CPUExecutionProvider`` with its default
-graph optimizations (constant folding, node fusions). A compiler that is not PyTorch's, judged
-by the ``cnml`` policy like the other compiled targets. Unavailable, with the reason, when
-onnx or onnxruntime is not installed; importing this plugin imports neither.
+A third-party-style back end through the public plugin API: each case's callable is exported to
+ONNX and run by an onnxruntime ``InferenceSession`` on the ``CPUExecutionProvider`` with its
+default graph optimizations (constant folding, node fusions). The two modes differ in the
+exporter, so in how each op is lowered to ONNX:
+
+- ``ort:cpu``: ``torch.onnx.export(..., dynamo=False)``, the TorchScript exporter (opset
+  ``OPSET``; it needs no onnxscript);
+- ``ort:dynamo``: ``torch.onnx.export(..., dynamo=True)``, the exporter that captures the program
+  with ``torch.export`` and lowers each aten op with onnxscript's functions (opset
+  ``DYNAMO_OPSET``). A plugin replaces how an op is lowered with ``OrtBackend(translations=...)``
+  (the exporter's ``custom_translation_table``).
+
+A compiler that is not PyTorch's, judged by the ``cnml`` policy like the other compiled targets.
+Unavailable, with the install line, when onnx or onnxruntime is not installed (``ort:dynamo``
+also when onnxscript is not); importing this plugin imports none of them.
 
 A module is exported from a copy in the case's precision whose parameters require no grad (they
 become constants of the graph), as every target takes an ordinary ``nn.Module``. bfloat16 cases
@@ -16,42 +26,66 @@ ONNX flattens outputs into a list; they are put back into the structure an eager
 the same callable returns. bfloat16 outputs cross as float32 (exactly), since onnxruntime's
 Python API has no bfloat16 arrays. An export the exporter cannot make (an op without an ONNX form)
 errors the case with the exporter's message, a graph onnxruntime cannot run (no kernel for an
-op in that dtype) with onnxruntime's.
+op in that dtype) with onnxruntime's. ``compile_s``: the export and the session's creation
+(onnxruntime's graph optimizations), kept out of the case's ``duration_s``.
 """
 from __future__ import annotations
 
 import importlib.util
 import io
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
-from mluverify.core.backends import Backend, BackendRegistry, Execution, move_module
+from mluverify.core.backends import Backend, BackendRegistry, Execution
 from mluverify.core.case import Case
 from mluverify.core.hookspecs import hookimpl
-from mluverify.errors import BackendError
+from mluverify.plugins._exported import export_failure, exportable, timed
+
+if TYPE_CHECKING:
+    from torch import nn
 
 POLICY = "cnml"
 OPSET = 17
+DYNAMO_OPSET = 20  # the dynamo exporter's own opset in torch 2.14 (no version conversion)
 REQUIRED = ("onnx", "onnxruntime")
-BFLOAT16_REFUSAL = ("ort:cpu does not compute in bfloat16: onnxruntime's Python API takes no bfloat16 arrays and "
-                    "its CPU execution provider has no bfloat16 kernel for most ops (Gemm, Conv, Relu, Max, ...); "
-                    "run bfloat16 cases on cpu:inductor or a cuda target")
+DYNAMO_REQUIRED = ("onnxscript",)
+BFLOAT16_WHY = ("onnxruntime's Python API takes no bfloat16 arrays and its CPU execution provider has no bfloat16 "
+                "kernel for most ops (Gemm, Conv, Relu, Max, ...); run bfloat16 cases on cpu:inductor or a cuda target")
+BFLOAT16_REFUSAL = f"ort:cpu does not compute in bfloat16: {BFLOAT16_WHY}"
+# The case's error: what failed and the first line of why (kept under this name for the plugins
+# that import it).
+_failure = export_failure
+
+
+def missing(modules: tuple[str, ...], extra: str) -> str | None:
+    """Which of ``modules`` are not installed, with the line that installs ``extra``; None: all are."""
+    absent = [name for name in modules if importlib.util.find_spec(name) is None]
+    return f"{' and '.join(absent)} not installed (pip install 'mluverify[{extra}]')" if absent else None
 
 
 class OrtBackend(Backend):
-    """``ort:cpu``: the case exported to ONNX and run by onnxruntime on the CPU."""
+    """``ort:cpu`` and ``ort:dynamo``: the case exported to ONNX (by the TorchScript or the
+    dynamo exporter) and run by onnxruntime on the CPU.
+
+    ``translations``: for ``ort:dynamo``, aten ops (``torch.ops.aten.relu.default``) mapped to
+    the onnxscript functions that lower them instead of the exporter's own.
+    """
 
     name = "ort"
-    modes = {"cpu": POLICY}
+    modes = {"cpu": POLICY, "dynamo": POLICY}
     no_backward = "it runs an exported inference graph, and ONNX export records no backward"
 
+    def __init__(self, translations: Mapping[Callable, Callable] | None = None) -> None:
+        self.translations = dict(translations or {})
+
     def unavailable_reason(self) -> str | None:
-        missing = [name for name in REQUIRED if importlib.util.find_spec(name) is None]
-        if missing:
-            return f"{' and '.join(missing)} not installed (pip install 'mluverify[ort]')"
-        return None
+        return missing(REQUIRED, "ort")
+
+    def mode_unavailable_reason(self, mode: str) -> str | None:
+        return missing(DYNAMO_REQUIRED, "ort-dynamo") if mode == "dynamo" else None
 
     def refusal(self, fn: Callable, case: Case, *, grad: bool = False) -> str | None:
-        return super().refusal(fn, case, grad=grad) or (BFLOAT16_REFUSAL if case.dtype == "bfloat16" else None)
+        return super().refusal(fn, case, grad=grad) or (
+            f"{case.target} does not compute in bfloat16: {BFLOAT16_WHY}" if case.dtype == "bfloat16" else None)
 
     def execute(self, fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
         import onnxruntime
@@ -60,24 +94,19 @@ class OrtBackend(Backend):
 
         from mluverify.plugins._bound_call import BoundCall
 
-        if isinstance(fn, torch.nn.Module):  # a copy in the case's precision, its weights constants of the graph
-            fn = move_module(fn, "cpu", getattr(torch, case.dtype)).requires_grad_(False)
+        module = exportable(fn, kwargs, case)
 
         def widened(*inputs: Any) -> Any:  # onnxruntime's Python API has no bfloat16 arrays
-            return _pytree.tree_map(lambda t: t.float() if t.dtype == torch.bfloat16 else t, fn(*inputs, **kwargs))
+            return _pytree.tree_map(lambda t: t.float() if t.dtype == torch.bfloat16 else t, module(*inputs))
 
-        module = BoundCall(widened, {}).eval()
+        info: dict[str, Any] = {}
+        names = [f"input{i}" for i in range(len(args))]
         with torch.no_grad():
-            eager = _pytree.tree_flatten(fn(*(a.clone() for a in args), **kwargs))
-            names = [f"input{i}" for i in range(len(args))]
-            model = io.BytesIO()
-            try:
-                torch.onnx.export(module, tuple(a.clone() for a in args), model, dynamo=False,
-                                  opset_version=OPSET, input_names=names)
-            except Exception as exc:
-                raise _failure(case, "torch.onnx.export failed", exc) from exc
+            eager = _pytree.tree_flatten(module(*(a.clone() for a in args)))
+            with timed(info):
+                model = self._export(BoundCall(widened, {}).eval(), tuple(a.clone() for a in args), names, case)
+                session = _session(model, case)
         try:
-            session = onnxruntime.InferenceSession(model.getvalue(), providers=["CPUExecutionProvider"])
             wanted = {i.name for i in session.get_inputs()}  # inputs the graph does not read are pruned
             results = session.run(None, {name: a.numpy() for name, a in zip(names, args) if name in wanted})
         except Exception as exc:
@@ -85,14 +114,41 @@ class OrtBackend(Backend):
         # the bfloat16 outputs (of the eager run) were widened for the trip: narrowed back, exactly
         outputs = [torch.from_numpy(value).to(torch.bfloat16) if like.dtype == torch.bfloat16 else torch.from_numpy(value)
                    for value, like in zip(results, eager[0])]
-        return Execution(_pytree.tree_unflatten(outputs, eager[1]), executed_as="fused",
-                         info={"device_impl": f"onnxruntime {onnxruntime.__version__}"})
+        info["device_impl"] = self._device_impl(case.mode, onnxruntime.__version__)
+        return Execution(_pytree.tree_unflatten(outputs, eager[1]), executed_as="fused", info=info)
+
+    def _export(self, module: "nn.Module", args: tuple, names: list[str], case: Case) -> bytes:
+        """The ONNX model of ``module`` called with ``args``, by the mode's exporter."""
+        import torch
+
+        try:
+            if case.mode == "dynamo":
+                program = torch.onnx.export(module, args, dynamo=True, opset_version=DYNAMO_OPSET, input_names=names,
+                                            custom_translation_table=self.translations or None, verbose=False)
+                return program.model_proto.SerializeToString()
+            model = io.BytesIO()
+            torch.onnx.export(module, args, model, dynamo=False, opset_version=OPSET, input_names=names)
+            return model.getvalue()
+        except Exception as exc:
+            raise _failure(case, "torch.onnx.export failed", exc) from exc
+
+    @staticmethod
+    def _device_impl(mode: str, version: str) -> str:
+        if mode != "dynamo":
+            return f"onnxruntime {version}"
+        import onnxscript
+
+        return f"onnxruntime {version}, dynamo exporter (onnxscript {onnxscript.__version__}, opset {DYNAMO_OPSET})"
 
 
-def _failure(case: Case, what: str, exc: BaseException) -> BackendError:
-    """The case's error: what failed and the first line of why."""
-    return BackendError(f"case {case.case_id}: {what}: {type(exc).__name__}: "
-                        f"{str(exc).strip().splitlines()[0][:300]}")
+def _session(model: bytes, case: Case) -> Any:
+    """An onnxruntime session of ``model`` on the CPU (its graph optimizations run here)."""
+    import onnxruntime
+
+    try:
+        return onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise _failure(case, "onnxruntime cannot run the exported graph", exc) from exc
 
 
 @hookimpl

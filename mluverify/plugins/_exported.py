@@ -1,0 +1,55 @@
+"""What the back ends that run a case as one exported graph share (``ort``, ``openvino``): the
+module they export, how long compiling took, and the error that names the case.
+
+Imports torch only inside its functions, as those plugins do: loading a plugin never loads its
+compiler.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from mluverify.core.backends import move_module
+from mluverify.core.case import Case
+from mluverify.errors import BackendError
+
+if TYPE_CHECKING:
+    from torch import nn
+
+
+def exportable(fn: Callable, kwargs: dict, case: Case) -> "nn.Module":
+    """``fn(*args, **kwargs)`` as a module to export: a module is a copy in the case's precision
+    whose parameters require no grad (they become constants of the graph); the user's is left
+    as it was."""
+    import torch
+
+    from mluverify.plugins._bound_call import BoundCall
+
+    if isinstance(fn, torch.nn.Module):
+        fn = move_module(fn, "cpu", getattr(torch, case.dtype)).requires_grad_(False)
+    return BoundCall(fn, kwargs)
+
+
+def export_failure(case: Case, what: str, exc: BaseException) -> BackendError:
+    """The case's error: what failed and why, from the innermost cause (an exporter wraps the
+    converter's error in its own). OpenVINO's conversion report puts the reason on lines
+    starting with ``--`` ("-- No conversion rule found for operations: aten.linalg_eig.default")
+    below a line that names its own source file: those lines are the reason."""
+    root = exc
+    while root.__cause__ is not None:
+        root = root.__cause__
+    lines = [line.strip() for line in str(root).splitlines() if line.strip()]
+    why = "; ".join(line.lstrip("- ") for line in lines if line.startswith("--")) or (lines[0] if lines else "")
+    return BackendError(f"case {case.case_id}: {what}: {type(root).__name__}: {why[:300]}")
+
+
+@contextmanager
+def timed(seconds: dict[str, Any], key: str = "compile_s") -> Iterator[None]:
+    """Add the seconds the block took to ``seconds[key]`` (an Execution's info: the pipeline
+    takes ``compile_s`` out of the case's ``duration_s``), also when the block raises."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - started

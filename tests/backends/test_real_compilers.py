@@ -1,0 +1,174 @@
+"""The real compilers beside ``ort:cpu`` (issue 37): ``ort:dynamo`` (the dynamo exporter, run by
+onnxruntime) and ``openvino:cpu`` / ``openvino:default`` (OpenVINO's CPU plugin). Each runs a
+small program and a small network end to end through the pytest front end, a wrong lowering
+planted through its own hook point (the exporter's translation table, OpenVINO's conversion
+extensions) is caught by the judge, and an op it cannot lower errors the case by name.
+
+A target whose extra is not installed is skipped with the install line; under ``CI=true`` it
+fails, since the bootstrap (``make venv``) installs these extras.
+"""
+from __future__ import annotations
+
+import os
+
+import pandas as pd
+import pandas.core.arrays.arrow.extension_types  # noqa: F401  loaded before pytester snapshots sys.modules
+import pytest
+import torch
+
+from mluverify import compare
+from mluverify.core.case import Case, Target
+from mluverify.errors import BackendError
+from mluverify.plugins.openvino_backend import OpenVinoBackend
+from mluverify.plugins.ort_backend import OrtBackend
+
+BACKENDS = {"ort:dynamo": OrtBackend, "openvino:cpu": OpenVinoBackend, "openvino:default": OpenVinoBackend}
+
+
+def _unavailable(target: str) -> str | None:
+    resolved = Target.parse(target)
+    backend = BACKENDS[target]()
+    return backend.unavailable_reason() or backend.mode_unavailable_reason(resolved.mode)
+
+
+def _require(*targets: str) -> None:
+    for target in targets:
+        reason = _unavailable(target)
+        if reason and os.environ.get("CI") == "true":
+            pytest.fail(f"{target} must run in CI (make venv installs its extra): {reason}")
+        if reason:
+            pytest.skip(f"{target} unavailable: {reason}")
+
+
+def program(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.softmax(torch.relu(x) @ w, dim=-1), torch.relu(x).sum()
+
+
+PROGRAM_ARGS = (torch.linspace(-2, 2, 24).reshape(4, 6), torch.linspace(1, -1, 30).reshape(6, 5))
+
+SUITE = """
+import pytest
+import torch
+
+def program(x, w):
+    return torch.softmax(torch.relu(x) @ w, dim=-1), torch.relu(x).sum()
+
+def network():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                               torch.nn.AdaptiveAvgPool2d(2), torch.nn.Flatten(), torch.nn.Linear(32, 5)).eval()
+
+def test_program(verify):
+    verify(program, torch.linspace(-2, 2, 24).reshape(4, 6), torch.linspace(1, -1, 30).reshape(6, 5), op="program")
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_network(verify, dtype):
+    torch.manual_seed(1)
+    verify(network(), torch.randn(2, 3, 8, 8), op="small_cnn", dtype=dtype)
+"""
+
+
+def _run(pytester: pytest.Pytester, *targets: str) -> tuple[pytest.RunResult, pd.DataFrame]:
+    pytester.makepyfile(test_real=SUITE)
+    run = pytester.path / "run"
+    result = pytester.runpytest_subprocess("-p", "mluverify", *(f"--mlu-target={t}" for t in targets), "-rs",
+                                           "-p", "no:cacheprovider", f"--mlu-report={run}")
+    records = pd.read_parquet(run / "records.parquet")
+    return result, records[records["kind"] == "output"].set_index("case_id")
+
+
+@pytest.mark.slow
+def test_ort_dynamo_runs_a_program_and_a_network_end_to_end(pytester):
+    _require("ort:dynamo")
+    import onnxruntime
+    import onnxscript
+
+    result, records = _run(pytester, "ort:dynamo")
+    assert records["status"].to_dict() == {
+        "test_real.py::test_program[ort:dynamo]": "passed",
+        "test_real.py::test_network[ort:dynamo-float32]": "passed",
+        "test_real.py::test_network[ort:dynamo-float16]": "passed"}, records["reason"]
+    result.stdout.fnmatch_lines(["*test_network*ort:dynamo-bfloat16*: ort:dynamo does not compute in bfloat16*"])
+    assert (records["executed_as"] == "fused").all() and (records["compile_s"] > 0).all()
+    assert set(records["device_impl"]) == {f"onnxruntime {onnxruntime.__version__}, dynamo exporter "
+                                           f"(onnxscript {onnxscript.__version__}, opset 20)"}
+
+
+@pytest.mark.slow
+def test_openvino_runs_a_program_and_a_network_end_to_end_in_each_precision(pytester):
+    _require("openvino:cpu")
+    import openvino
+
+    result, records = _run(pytester, "openvino:cpu", "openvino:default")
+    assert len(records) == 8 and (records["status"] == "passed").all(), records[["status", "reason"]]
+    assert (records["executed_as"] == "fused").all() and (records["compile_s"] > 0).all()
+    # the precision each mode ran in: f32 by the hint, else the CPU plugin's own default here
+    default = openvino.Core().get_property("CPU", "INFERENCE_PRECISION_HINT").get_type_name()
+    version = openvino.__version__.split("-")[0]
+    assert records.groupby("target")["device_impl"].unique().map(list).to_dict() == {
+        "openvino:cpu": [f"openvino {version} CPU f32"], "openvino:default": [f"openvino {version} CPU {default}"]}
+
+
+def _wrong_relu_onnx(x):
+    from onnxscript import opset18 as op
+
+    return op.Abs(x)
+
+
+def _wrong_relu_openvino(node):
+    import openvino.opset14 as ops
+
+    return [ops.abs(node.get_input(0)).output(0)]
+
+
+def _planted(target: str):
+    """The target's back end with relu lowered to abs through the back end's own hook point."""
+    if target == "ort:dynamo":
+        return OrtBackend(translations={torch.ops.aten.relu.default: _wrong_relu_onnx})
+    from openvino.frontend.pytorch import ConversionExtension
+
+    return OpenVinoBackend(extensions=[ConversionExtension("aten.relu.default", _wrong_relu_openvino)])
+
+
+@pytest.mark.parametrize("target", list(BACKENDS))
+def test_a_planted_wrong_lowering_is_caught_and_the_clean_one_passes(target):
+    _require(target)
+    case = Case(f"t.py::test_program[{target}]", "program", Target.parse(target))
+    expected = program(*PROGRAM_ARGS)
+    clean = BACKENDS[target]().execute(program, PROGRAM_ARGS, {}, case=case).output
+    planted = _planted(target).execute(program, PROGRAM_ARGS, {}, case=case).output
+    assert compare(clean, expected, mode="cnml").passed
+    verdict = compare(planted, expected, mode="cnml")
+    assert not verdict.passed and verdict.value > 0.02, verdict
+
+
+@pytest.mark.parametrize("target, why", [
+    ("ort:dynamo", r"torch.onnx.export failed: DispatchError: No ONNX function found for .*aten.linalg_eig"),
+    ("openvino:cpu", r"openvino.convert_model failed: OpConversionFailure: No conversion rule found for operations: "
+                     r"aten.linalg_eig.default$"),
+])
+def test_an_op_the_compiler_cannot_lower_errors_the_case_with_its_message(target, why):
+    _require(target)
+    case = Case(f"t.py::test_eig[{target}]", "eigvals", Target.parse(target))
+    with pytest.raises(BackendError, match=rf"^case t.py::test_eig\[{target}\]: {why}"):
+        BACKENDS[target]().execute(torch.linalg.eigvals, (torch.eye(3),), {}, case=case)
+
+
+@pytest.mark.parametrize("target, module, line", [
+    ("ort:dynamo", "onnxscript", "onnxscript not installed (pip install 'mluverify[ort-dynamo]')"),
+    ("openvino:cpu", "openvino", "openvino not installed (pip install 'mluverify[openvino]')"),
+])
+def test_without_its_package_a_target_names_the_install_line(monkeypatch, target, module, line):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
+    assert _unavailable(target) == line
+
+
+def test_both_real_compilers_refuse_what_their_graphs_cannot_hold():
+    module = torch.nn.Linear(4, 2)
+    for target, backend in BACKENDS.items():
+        case = Case("t", "linear", Target.parse(target))
+        assert "does not run backward" in backend().refusal(module, case, grad=True)
+        assert backend().refusal(module, case) is None
