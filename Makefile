@@ -6,13 +6,13 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify verify-inductor verify-offline test test-heavy gate bench venv browser
+.PHONY: verify verify-inductor verify-real verify-offline test test-heavy gate bench venv browser
 
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[vision,dev,training,ort]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[vision,dev,training,ort,ort-dynamo,openvino]'
 	$(BIN)/python -c "import mluverify.device"  # builds the device's C++ hooks once (mluverify/device/build/)
 	$(BIN)/python -c "from mluverify.dump._fused import native; native()"  # and the Dumper's (mluverify/dump/build/)
 	touch $(STAMP)
@@ -24,6 +24,21 @@ verify: $(STAMP)
 # (docs/backends.md); compiled code is cached in TORCHINDUCTOR_CACHE_DIR (~/.cache/mluverify/inductor).
 verify-inductor: $(STAMP)
 	$(BIN)/mluverify run suites/networks suites/ops suites/opinfo --target cpu:inductor --report reports/runs/inductor
+
+# The op suites, OpInfo samples and networks on each real compiler whose extra is installed
+# (docs/backends.md), one report per target under reports/runs/real-<target>; a target whose
+# package is missing is skipped with its install line (the back end's own reason).
+REAL_TARGETS := ort:cpu ort:dynamo openvino:cpu openvino:default
+UNAVAILABLE := from mluverify.core.backends import BackendRegistry as R; from mluverify.core.plugin_manager import \
+  call_hook, new_plugin_manager; import sys; r = R(); call_hook(new_plugin_manager(), "mluverify_add_backends", \
+  registry=r); t, b = r.resolve(sys.argv[1]); print(b.unavailable_reason() or b.mode_unavailable_reason(t.mode) or "")
+verify-real: $(STAMP)
+	@failed=; for t in $(REAL_TARGETS); do \
+	  why=$$($(BIN)/python -c '$(UNAVAILABLE)' $$t) || exit 1; \
+	  if [ -n "$$why" ]; then echo "verify-real: $$t skipped: $$why"; continue; fi; \
+	  $(BIN)/mluverify run suites/ops suites/opinfo suites/networks --target $$t \
+	    --report reports/runs/real-$$(echo $$t | tr : -) || failed="$$failed $$t"; \
+	done; if [ -n "$$failed" ]; then echo "verify-real: failed on$$failed"; exit 1; fi
 
 # The seeds' YOLOv3 offline multicore demo on the offline target, its heavy cases included (the
 # whole core number x input format grid, the full-size network): docs/fusion.md.
