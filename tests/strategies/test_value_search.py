@@ -10,7 +10,7 @@ import torch
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis.database import InMemoryExampleDatabase
 
-from mluverify.strategies import DISTRIBUTIONS, NONFINITE, search_score, shapes, tensors, values
+from mluverify.strategies import DISTRIBUTIONS, NONFINITE, search_score, shapes, special_points, tensors, values
 
 # phases named: the repo profile "ci" (the default parent) does not shrink
 SEARCH = settings(max_examples=300, database=None, deadline=None, derandomize=True, phases=list(Phase),
@@ -137,6 +137,18 @@ def test_special_values_include_negative_zero_and_float32_subnormals():
 def test_a_transposed_view_is_drawn_among_the_layouts():
     assert not find(tensors(shapes(min_dims=2, min_side=2)), lambda x: not x.is_contiguous(),
                     settings=SEARCH).is_contiguous()
+
+
+@pytest.mark.parametrize("dtype, subnormal, normal, largest", [
+    ("float32", 2.0**-149, 2.0**-126, (2 - 2.0**-23) * 2.0**127),
+    ("float16", 2.0**-24, 2.0**-14, 65504.0),
+])
+def test_special_points_are_the_dtypes_edges_with_both_signs(dtype, subnormal, normal, largest):
+    points = special_points(dtype)
+    magnitudes = {0.0, 1.0, subnormal, normal, largest, math.inf}
+    assert points.dtype == np.float32 and len(points) == 2 * len(magnitudes)
+    assert {(abs(float(p)), bool(np.signbit(p))) for p in points} == {(m, s) for m in magnitudes for s in (False, True)}
+    assert np.array_equal(points, points.astype(dtype).astype(np.float32))  # each one held exactly
 
 
 def test_an_unknown_distribution_names_the_valid_ones():
