@@ -118,3 +118,25 @@ def test_a_group_whose_cpu_graph_raises_is_left_unjudged_and_the_model_still_run
     assert fusion_summary(fused).demotions == 0 and fusion_summary(fused).executed_as == "fused"
     (run,) = runs
     assert run.reference == () and run.unjudged.startswith("RuntimeError: ")
+
+
+def test_only_a_call_split_into_groups_hands_its_groups_over(monkeypatch):
+    """Fused whole into one group, the group's outputs are the case's, judged already; split
+    (here by a forced fallback), each group is handed over with its ops."""
+    import torch
+
+    from mluverify.core.case import Case, Target
+    from mluverify.plugins._fused_targets import run_fused
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4)).eval()
+    x = torch.randn(4, 8)
+    case = Case("case", "mlp", Target("mlu", "cnml"))
+    _, summary, groups = run_fused(model, (x,), {}, case)
+    assert summary.executed_as == "fused" and len(summary.groups) == 1 and groups == ()
+    monkeypatch.setenv("DEBUG_FORCED_FALLBACK_OPS", "aten::relu")
+    _, summary, groups = run_fused(model, (x,), {}, case)
+    assert summary.executed_as == "partially fused"
+    assert [(g.name, g.ops) for g in groups] == [("MLUFusionGroup0", ("aten::linear",)),
+                                                 ("MLUFusionGroup1", ("aten::linear",))]
+    assert all(g.actual[0].shape == g.expected[0].shape and not g.unjudged for g in groups)
