@@ -6,7 +6,9 @@ The seeds' quantized flow on a real int8 runtime: a case's float callable is exp
 ``calibration`` batches of ``ort_quantization``), saved as an int8 ONNX file (the offline
 model), loaded back into a fresh ``InferenceSession`` and run by onnxruntime's int8 kernels on
 the CPU. Only a case that asks for it (``quant="int8"``) runs there, judged by the ``cnml``
-policy like every quantized case; ``ort:cpu`` (this back end's float mode) still refuses one.
+policy like every quantized case. The back end ``ort`` this plugin adds (last, ``trylast``) runs
+its float modes (``ort:cpu``, ``ort:dynamo``) by the ``OrtBackend`` already registered, which
+still refuse ``quant=`` (they quantize nothing), now naming ``ort:int8`` as the mode that does.
 
 How to quantize (scheme, granularity, format, layers kept in float, calibration batches) is an
 ``OrtQuantization``, set around the cases with ``ort_quantization(...)`` (a context variable);
@@ -378,7 +380,7 @@ def _called(fn: Callable, args: tuple, kwargs: dict) -> Any:
 
 
 def _name_of(fn: Callable) -> str:
-    return type(fn).__name__ if not hasattr(fn, "__name__") else fn.__name__
+    return getattr(fn, "__name__", None) or type(fn).__name__
 
 
 _TARGET = Target("ort", QUANT)  # what the records of the functions outside a run name
