@@ -33,14 +33,16 @@ def exportable(fn: Callable, kwargs: dict, case: Case) -> "nn.Module":
 
 def export_failure(case: Case, what: str, exc: BaseException) -> BackendError:
     """The case's error: what failed and why, from the innermost cause (an exporter wraps the
-    converter's error in its own). OpenVINO's conversion report puts the reason on lines
-    starting with ``--`` ("-- No conversion rule found for operations: aten.linalg_eig.default")
-    below a line that names its own source file: those lines are the reason."""
+    converter's error in its own). OpenVINO's errors begin with lines that name its own source
+    files ("Exception from src/inference/src/cpp/infer_request.cpp:104:", "Check '...' failed
+    at ..."), passed over; its conversion report gives the reason on lines starting with ``--``
+    ("-- No conversion rule found for operations: aten.linalg_eig.default")."""
     root = exc
     while root.__cause__ is not None:
         root = root.__cause__
     lines = [line.strip() for line in str(root).splitlines() if line.strip()]
-    why = "; ".join(line.lstrip("- ") for line in lines if line.startswith("--")) or (lines[0] if lines else "")
+    said = [line for line in lines if not line.startswith(("Exception from src/", "Check '"))] or lines
+    why = "; ".join(line.lstrip("- ") for line in said if line.startswith("--")) or (said[0] if said else "")
     return BackendError(f"case {case.case_id}: {what}: {type(root).__name__}: {why[:300]}")
 
 

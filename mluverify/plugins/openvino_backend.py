@@ -120,13 +120,12 @@ def _exported(module: "torch.nn.Module", args: tuple, case: Case) -> "torch.expo
 
 
 def _to_openvino(tensor: "torch.Tensor") -> "openvino.Tensor":
-    import numpy
     import openvino
     import torch
 
     if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: its bits, typed by OpenVINO
         return openvino.Tensor(tensor.contiguous().view(torch.int16).numpy(), list(tensor.shape), openvino.Type.bf16)
-    return openvino.Tensor(numpy.ascontiguousarray(tensor.numpy()))
+    return openvino.Tensor(tensor.contiguous().numpy())  # not numpy.ascontiguousarray: it makes a 0-d array 1-d
 
 
 def _from_openvino(tensor: "openvino.Tensor") -> "torch.Tensor":
