@@ -78,6 +78,9 @@ class Backend(abc.ABC):
     # Modes that quantize a float module when a case names a quantization (``quant="int8"``);
     # the other modes run a module as it is.
     quantizing_modes: tuple[str, ...] = ()
+    # Modes that compile each distinct program before running it (seconds per graph): the suites
+    # draw fewer examples there (``mluverify.plugins.compiled_selection``).
+    compiling_modes: tuple[str, ...] = ()
     # Why no mode runs a case's backward (``verify(..., grad=True)``); None: they do.
     no_backward: str | None = None
 

@@ -2,7 +2,9 @@
 targets, where every distinct graph costs a compile (seconds to a minute when Inductor's caches
 are cold).
 
-On a target whose mode is in ``COMPILED_MODES`` (``cpu:inductor``, ``cuda:inductor``):
+On a target that compiles each case (a mode its back end lists in ``Backend.compiling_modes``:
+``cpu:inductor``, ``cuda:inductor``, the real compilers of the plugins such as ``ort:cpu`` or
+``openvino:cpu``):
 
 - the op suites run one drawn case per op x dtype (x the test's other parameters): their
   hypothesis tests draw ``EXAMPLES`` examples instead of the profile's six, hypothesis's simplest
@@ -28,10 +30,10 @@ from pathlib import Path
 
 import pytest
 
+from mluverify.core.backends import BackendRegistry
 from mluverify.core.case import Target
 from mluverify.core.expectations import load_waivers, marker_fields, waiver_for
 
-COMPILED_MODES = ("inductor",)
 FUSED_MODES = ("cnml", "offline")  # each case captured and built into a fused program
 FUSED_EXAMPLES = 3
 WAIVERS_FILE = Path("reports") / "inductor" / "waivers.toml"  # relative to the rootdir
@@ -45,9 +47,15 @@ EXAMPLES = 2
 RUN_PLUGIN = "mluverify-run"
 
 
-def is_compiled(target: Target | str) -> bool:
-    """Whether ``target`` (``backend:mode``) compiles each case."""
-    return (Target.parse(target) if isinstance(target, str) else target).mode in COMPILED_MODES
+def is_compiled(target: Target | str, registry: BackendRegistry) -> bool:
+    """Whether ``target`` (``backend:mode``) compiles each case; a back end ``registry`` does not
+    hold compiles nothing here (its cases are skipped as unknown elsewhere)."""
+    target = Target.parse(target) if isinstance(target, str) else target
+    return target.backend in registry and target.mode in registry.get(target.backend).compiling_modes
+
+
+def _registry(config: pytest.Config) -> BackendRegistry:
+    return config.pluginmanager.get_plugin(RUN_PLUGIN).pipeline.backends
 
 
 def _target_of(item: pytest.Item) -> Target | None:
@@ -62,13 +70,16 @@ def pytest_collection(session: pytest.Session) -> None:
 
     config = session.config
     requested = config.pluginmanager.get_plugin(RUN_PLUGIN).targets
-    if config.getoption("hypothesis_profile", None) is None and requested and all(map(is_compiled, requested)):
+    registry = _registry(config)
+    if (config.getoption("hypothesis_profile", None) is None and requested
+            and all(is_compiled(target, registry) for target in requested)):
         settings.register_profile(COMPILED_PROFILE, settings(settings.default, max_examples=EXAMPLES))
         settings.load_profile(COMPILED_PROFILE)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    compiled = [item for item in items if _target_of(item) is not None and is_compiled(_target_of(item))]
+    registry = _registry(config)
+    compiled = [item for item in items if _target_of(item) is not None and is_compiled(_target_of(item), registry)]
     fused = [item for item in items if _target_of(item) is not None and _target_of(item).mode in FUSED_MODES]
     repeated = _later_opinfo_samples(compiled + fused)
     if repeated:

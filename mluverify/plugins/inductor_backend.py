@@ -213,7 +213,9 @@ class InductorRunner:
 @hookimpl(trylast=True)  # after the plugin that adds the "cuda" back end
 def mluverify_add_backends(registry: BackendRegistry) -> None:
     registry.add(TorchDeviceBackend("cpu", "cpu", runners={"inductor": (POLICY, InductorRunner())},
+                                    compiling_modes=("inductor",),
                                     requirement=cpp_compiler_missing))
     cuda = registry.get("cuda") if "cuda" in registry else None
     if isinstance(cuda, TorchDeviceBackend):
-        cuda.add_mode("inductor", POLICY, with_fp32_precision("ieee", InductorRunner()), requirement=triton_missing)
+        cuda.add_mode("inductor", POLICY, with_fp32_precision("ieee", InductorRunner()), requirement=triton_missing,
+                      compiles=True)

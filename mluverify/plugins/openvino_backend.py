@@ -57,6 +57,7 @@ class OpenVinoBackend(Backend):
 
     name = "openvino"
     modes = {mode: POLICY for mode in CONFIGS}
+    compiling_modes = tuple(CONFIGS)  # an export, a conversion and a compile per case
     no_backward = "it runs a converted inference graph, which has no backward"
 
     def __init__(self, extensions: Sequence[Any] = ()) -> None:

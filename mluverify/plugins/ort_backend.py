@@ -72,6 +72,7 @@ class OrtBackend(Backend):
 
     name = "ort"
     modes = {"cpu": POLICY, "dynamo": POLICY}
+    compiling_modes = tuple(modes)  # an export and a session per case
     no_backward = "it runs an exported inference graph, and ONNX export records no backward"
 
     def __init__(self, translations: Mapping[Callable, Callable] | None = None) -> None:

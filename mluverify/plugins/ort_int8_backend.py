@@ -110,6 +110,7 @@ class OrtInt8Backend(Backend):
     def __init__(self, float_backend: OrtBackend | None = None) -> None:
         self.float_backend = float_backend or OrtBackend()
         self.modes = {**self.float_backend.modes, QUANT: POLICY}
+        self.compiling_modes = (*self.float_backend.compiling_modes, QUANT)
 
     def unavailable_reason(self) -> str | None:
         return self.float_backend.unavailable_reason()

@@ -67,22 +67,26 @@ class TorchDeviceBackend(Backend):
 
     def __init__(self, name: str, device: str, *, compute_dtype: str | None = None,
                  runners: dict[str, tuple[str, Runner]] | None = None,
-                 requirement: Requirement | None = None) -> None:
+                 requirement: Requirement | None = None, compiling_modes: tuple[str, ...] = ()) -> None:
         self.name = name
         self.device = device
         self.compute_dtype = compute_dtype
         self.runners = dict(runners) if runners is not None else {"eager": ("cnnl", run_eager)}
         self.requirement = requirement
         self.mode_requirements: dict[str, Requirement] = {}
+        self.compiling_modes = compiling_modes
 
     @property
     def modes(self) -> dict[str, str]:
         return {mode: policy for mode, (policy, _) in self.runners.items()}
 
-    def add_mode(self, mode: str, policy: str, runner: Runner, requirement: Requirement | None = None) -> None:
+    def add_mode(self, mode: str, policy: str, runner: Runner, requirement: Requirement | None = None,
+                 *, compiles: bool = False) -> None:
         """Add (or replace) an execution mode judged by tolerance policy ``policy``;
-        ``requirement`` says why the mode cannot run here (None when it can)."""
+        ``requirement`` says why the mode cannot run here (None when it can); ``compiles``: the
+        runner compiles each distinct program (see ``Backend.compiling_modes``)."""
         self.runners[mode] = (policy, runner)
+        self.compiling_modes = tuple(m for m in self.compiling_modes if m != mode) + ((mode,) if compiles else ())
         if requirement is not None:
             self.mode_requirements[mode] = requirement
 

@@ -4,9 +4,15 @@ profile's, the first sample of each OpInfo-like entry, waivers from reports/indu
 nothing changes on other targets. No case is verified, so nothing is compiled."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from mluverify.core.config import Settings
+from mluverify.core.pipeline import Pipeline
+from mluverify.core.plugin_manager import new_plugin_manager
 from mluverify.plugins.compiled_selection import EXAMPLES, FUSED_EXAMPLES, is_compiled
+from mluverify.report.records import ShardWriter
 
 pytestmark = pytest.mark.slow  # two pytest subprocesses
 
@@ -97,6 +103,9 @@ def test_a_fused_target_draws_fewer_examples_and_one_sample_per_entry_beside_a_f
         "sample cpu64:eager b 0"]
 
 
-def test_compiled_targets_are_those_of_the_inductor_mode():
-    assert is_compiled("cpu:inductor") and is_compiled("cuda:inductor")
-    assert not any(map(is_compiled, ("cuda:eager", "cuda:tf32", "mlu:cnml", "cpu64:eager")))
+def test_compiled_targets_are_the_modes_their_back_ends_say_compile():
+    registry = Pipeline(new_plugin_manager(entry_points=False), Settings(), Path("."), ShardWriter).backends
+    assert is_compiled("cpu:inductor", registry) and is_compiled("cuda:inductor", registry)
+    assert is_compiled("ort:cpu", registry) and is_compiled("openvino:cpu", registry)
+    assert not any(is_compiled(target, registry) for target in
+                   ("cuda:eager", "cuda:tf32", "mlu:cnml", "cpu64:eager", "nosuch:mode"))
