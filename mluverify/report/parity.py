@@ -132,6 +132,78 @@ def parity_html(result: Parity, table_id: str = "parity") -> str:
     return html_paragraph(gap_line(result)) + html_table(matrix, table_id, spec)
 
 
+# Families of the ops of cases that are not in an op suite module of their own (OpInfo samples,
+# captured ops): the op suites' module names, matched on the op's name in this order (a linalg
+# norm is a linalg op before it is a norm); anything else is pointwise.
+FAMILY_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("fft", r"^fft\."), ("linalg", r"^linalg\."), ("conv", r"conv"), ("pool", r"pool"),
+    ("norms", r"norm"), ("recurrent", r"rnn|lstm|gru"),
+    ("matmul", r"^(?:mm|bmm|matmul|addmm|addmv|addbmm|baddbmm|addr|mv|dot|vdot|inner|outer|tensordot|einsum"
+               r"|nn\.functional\.(?:linear|bilinear))$"),
+    ("resample", r"interpolate|upsample|grid_sample|affine_grid|pixel_(?:un)?shuffle"),
+    ("reductions", r"^(?:sum|nansum|mean|nanmean|prod|amax|amin|aminmax|max|min|std|var|std_mean|var_mean|logsumexp"
+                   r"|cum\w+|log_?cumsumexp|argmax|argmin|all|any|count_nonzero|median|nanmedian|mode|kthvalue"
+                   r"|topk|sort|argsort|softmax|log_softmax|nn\.functional\.(?:softmax|log_softmax|softmin))$"),
+    ("layout", r"^(?:view|reshape|permute|transpose|t|cat|stack|hstack|vstack|dstack|split|chunk|flip|fliplr|flipud"
+               r"|roll|rot90|gather|scatter\w*|index_\w+|take\w*|select\w*|narrow|expand\w*|squeeze|unsqueeze"
+               r"|repeat\w*|tile|movedim|unfold|diag\w*|tril|triu|masked_\w+|nn\.functional\.pad|flatten|unflatten)$"),
+)
+POINTWISE = "pointwise"
+# Deviations that count as shared: a value outside the bound, on targets of different back ends
+# (two independent implementations; ``ort:cpu`` and ``ort:dynamo`` share a runtime).
+DEVIATION = "failed"
+
+
+def op_families(records: "pd.DataFrame") -> "pd.Series":
+    """Per record, its op family: the op suite module a case comes from (``suites/ops/test_conv.py``:
+    ``conv``), else the family of its op's name (``FAMILY_PATTERNS``; ``pointwise`` for the rest),
+    else its suite (``networks``, ``training``)."""
+    import pandas as pd
+
+    module = records["case_id"].astype(str).str.extract(r"(?:^|/)ops/test_(\w+)\.py::")[0]
+    ops = records["op"].astype("string") if "op" in records else pd.Series(pd.NA, index=records.index, dtype="string")
+    by_name = pd.Series(pd.NA, index=records.index, dtype="string")
+    for family, pattern in FAMILY_PATTERNS:
+        by_name = by_name.mask(by_name.isna() & ops.str.contains(pattern, regex=True).fillna(False), family)
+    op_cases = records["suite"].isin(["opinfo", "captured"]) if "suite" in records else ops.notna()
+    by_name = by_name.mask(by_name.isna() & op_cases, POINTWISE)
+    suites = records["suite"].astype("string") if "suite" in records else by_name
+    return module.astype("string").fillna(by_name).fillna(suites).fillna(POINTWISE)
+
+
+@dataclass(frozen=True)
+class FamilyParity:
+    """``table``: per op family (rows) and target (columns), ``"passed/judged"`` over the
+    family's cases that target ran (a case passes when every one of its records passed: it
+    agrees with the CPU within its bound, and with float64 where the golden rule judged it);
+    ``shared``: the cases that fail on targets of two or more different back ends, with those
+    targets (``", "``-joined) and their family: a deviation two implementations share, a lead to
+    a shared lowering or to the reference."""
+
+    table: "pd.DataFrame"
+    shared: "pd.DataFrame"
+
+
+def family_parity(records: "pd.DataFrame") -> FamilyParity:
+    """The family view of ``records`` (columns ``case_id``, ``target``, ``core_version``,
+    ``status``, ``suite``, ``op``; one run or several merged)."""
+    import pandas as pd
+
+    severity = pd.Categorical(records["status"], categories=list(STATUSES), ordered=True)
+    frame = pd.DataFrame({"case": case_key(records).to_numpy(), VARIANT: variants(records).to_numpy(),
+                          "family": op_families(records).to_numpy(), "target": records["target"].to_numpy(),
+                          "severity": severity.codes})
+    worst = frame.groupby(["family", *KEY, "target"])["severity"].min().reset_index()
+    worst["status"] = pd.Categorical.from_codes(worst["severity"].to_numpy(), list(STATUSES)).astype(str)
+    counts = worst.assign(passed=worst["status"] == PASSED).groupby(["family", "target"])["passed"].agg(["sum", "size"])
+    table = (counts["sum"].astype(str) + "/" + counts["size"].astype(str)).unstack("target").fillna(NOT_RUN)
+    deviating = worst[worst["status"] == DEVIATION].assign(backend=lambda f: f["target"].str.split(":").str[0])
+    per_case = deviating.groupby(["family", *KEY]).agg(targets=("target", lambda t: ", ".join(sorted(t))),
+                                                        backends=("backend", "nunique")).reset_index()
+    shared = per_case[per_case["backends"] >= 2].drop(columns="backends").reset_index(drop=True)
+    return FamilyParity(table.rename_axis(index=None, columns=None), shared)
+
+
 DEFAULT_REFERENCE = "mlu:cnnl"
 
 

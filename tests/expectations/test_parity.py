@@ -7,7 +7,7 @@ import pytest
 from mluverify.cli import main
 
 from mluverify.errors import InvalidArgument
-from mluverify.report.parity import filtered, gap_line, parity, parity_html
+from mluverify.report.parity import family_parity, filtered, gap_line, parity, parity_html
 from tests.fuzz.test_fuzz_ort import ort_available  # noqa: F401  (a fixture: skips, or fails in CI, without onnxruntime)
 
 # case -> (mlu:cnnl, mlu:cnml, cpu:inductor); None: that target did not run the case
@@ -117,3 +117,52 @@ def test_the_docs_two_machine_example_lines_up_mlu_and_ort_runs(pytester, capsys
                     ["test_two.py::test_copy[{target}]", "MLU370", "passed", "errored", "ort:cpu"],
                     ["test_two.py::test_linear[{target}]", "MLU270", "passed", "passed"],
                     ["test_two.py::test_linear[{target}]", "MLU370", "passed", "passed"]]
+
+
+def family_records():
+    """Three targets of three back ends over an op suite case, two OpInfo samples and a network."""
+    rows = [  # (case id without target, suite, op, {target: status})
+        ("suites/ops/test_conv.py::test_conv[{t}-conv2d]", "ops", "conv2d",
+         {"cpu:inductor": "passed", "ort:cpu": "failed", "openvino:cpu": "failed"}),   # shared by ort and openvino
+        ("suites/opinfo/test_opinfo.py::test_opinfo_sample[{t}-nn.functional.max_pool2d-0]", "opinfo",
+         "nn.functional.max_pool2d", {"cpu:inductor": "passed", "ort:cpu": "passed", "openvino:cpu": "failed"}),
+        ("suites/opinfo/test_opinfo.py::test_opinfo_sample[{t}-sigmoid-0]", "opinfo", "sigmoid",
+         {"cpu:inductor": "failed", "ort:cpu": "errored", "openvino:cpu": "passed"}),  # an error is no deviation
+        ("suites/opinfo/test_opinfo.py::test_opinfo_sample[{t}-linalg.vector_norm-0]", "opinfo", "linalg.vector_norm",
+         {"cpu:inductor": "passed", "ort:cpu": "passed"}),                            # openvino did not run it
+        ("suites/networks/test_networks.py::test_network[{t}-vgg]", "networks", "vgg",
+         {"cpu:inductor": "failed", "ort:cpu": "passed", "openvino:cpu": "failed"}),  # shared by inductor and openvino
+    ]
+    return pd.DataFrame([{"case_id": case.format(t=target), "suite": suite, "op": op, "target": target,
+                          "core_version": None, "status": status}
+                         for case, suite, op, statuses in rows for target, status in statuses.items()])
+
+
+def test_the_family_view_over_three_targets_counts_passes_and_names_shared_deviations():
+    families = family_parity(family_records())
+    # hand count per family: conv (the op suite's module), pool and pointwise and linalg (by op name), networks
+    assert families.table.loc["conv"].to_dict() == {"cpu:inductor": "1/1", "openvino:cpu": "0/1", "ort:cpu": "0/1"}
+    assert families.table.loc["pool"].to_dict() == {"cpu:inductor": "1/1", "openvino:cpu": "0/1", "ort:cpu": "1/1"}
+    assert families.table.loc["pointwise"].to_dict() == {"cpu:inductor": "0/1", "openvino:cpu": "1/1", "ort:cpu": "0/1"}
+    assert families.table.loc["linalg"].to_dict() == {"cpu:inductor": "1/1", "openvino:cpu": "", "ort:cpu": "1/1"}
+    assert families.table.loc["networks"].to_dict() == {"cpu:inductor": "0/1", "openvino:cpu": "0/1", "ort:cpu": "1/1"}
+    assert families.shared[["family", "targets"]].values.tolist() == [
+        ["conv", "openvino:cpu, ort:cpu"], ["networks", "cpu:inductor, openvino:cpu"]]
+
+
+def test_two_modes_of_one_back_end_failing_together_are_not_a_shared_deviation():
+    records = pd.DataFrame([{"case_id": f"suites/ops/test_conv.py::test_conv[{t}-conv2d]", "suite": "ops", "op": "conv2d",
+                             "target": t, "core_version": None, "status": "failed"} for t in ("ort:cpu", "ort:dynamo")])
+    assert family_parity(records).shared.empty
+
+
+def test_parity_by_family_on_the_command_line(tmp_path, capsys):
+    from mluverify.report.records import SCHEMA_VERSION, to_table, write_records
+
+    run = tmp_path / "run"
+    run.mkdir()
+    metadata = {"schema_version": SCHEMA_VERSION}
+    write_records(run, to_table(family_records().to_dict("records"), metadata), metadata)
+    assert main(["parity", str(run), "--by-family"]) == 0
+    out = capsys.readouterr().out
+    assert "conv" in out and "0/1" in out and "openvino:cpu, ort:cpu" in out
