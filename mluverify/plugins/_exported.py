@@ -1,5 +1,6 @@
-"""What the back ends that run a case as one exported graph share (``ort``, ``openvino``): the
-module they export, how long compiling took, and the error that names the case.
+"""What the back ends that run a case as one exported graph share (``ort``, ``openvino``,
+``executorch``): the module they export, its ``torch.export`` program, how long compiling took,
+and the error that names the case.
 
 Imports torch only inside its functions, as those plugins do: loading a plugin never loads its
 compiler.
@@ -15,6 +16,7 @@ from mluverify.core.case import Case
 from mluverify.errors import BackendError
 
 if TYPE_CHECKING:
+    import torch
     from torch import nn
 
 
@@ -29,6 +31,19 @@ def exportable(fn: Callable, kwargs: dict, case: Case) -> "nn.Module":
     if isinstance(fn, torch.nn.Module):
         fn = move_module(fn, "cpu", getattr(torch, case.dtype)).requires_grad_(False)
     return BoundCall(fn, kwargs)
+
+
+def export_program(module: "nn.Module", args: tuple, case: Case) -> "torch.export.ExportedProgram":
+    """The whole program of ``module`` called with ``args``, captured by ``torch.export`` (on
+    copies of the inputs: the export must not write into the case's); a capture that fails is
+    ``case``'s error with the exporter's reason."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            return torch.export.export(module, tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args))
+    except Exception as exc:
+        raise export_failure(case, "torch.export failed", exc) from exc
 
 
 def export_failure(case: Case, what: str, exc: BaseException) -> BackendError:

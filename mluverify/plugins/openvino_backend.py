@@ -35,7 +35,7 @@ from mluverify.core.backends import Backend, BackendRegistry, Execution
 from mluverify.core.case import Case
 from mluverify.core.hookspecs import hookimpl
 from mluverify.errors import BackendError
-from mluverify.plugins._exported import export_failure, exportable, timed
+from mluverify.plugins._exported import export_failure, export_program, exportable, timed
 
 if TYPE_CHECKING:
     import openvino
@@ -73,7 +73,7 @@ class OpenVinoBackend(Backend):
 
         info: dict[str, Any] = {}
         with timed(info):
-            program = _exported(exportable(fn, kwargs, case), args, case)
+            program = export_program(exportable(fn, kwargs, case), args, case)
             compiled = self._compile(program, args, case)
         precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
         try:
@@ -107,17 +107,6 @@ class OpenVinoBackend(Backend):
             return openvino.Core().compile_model(model, "CPU", CONFIGS[case.mode])
         except Exception as exc:
             raise export_failure(case, "OpenVINO cannot compile the converted model", exc) from exc
-
-
-def _exported(module: "torch.nn.Module", args: tuple, case: Case) -> "torch.export.ExportedProgram":
-    """The whole program of ``module`` called with ``args``, captured by ``torch.export``."""
-    import torch
-
-    try:
-        with torch.no_grad():
-            return torch.export.export(module, tuple(a.clone() for a in args))
-    except Exception as exc:
-        raise export_failure(case, "torch.export failed", exc) from exc
 
 
 def _to_openvino(tensor: "torch.Tensor") -> "openvino.Tensor":

@@ -1,0 +1,208 @@
+"""Plugin: ExecuTorch with its XNNPACK delegate as target ``executorch:xnnpack`` (extra
+``mluverify[executorch]``).
+
+A third-party-style back end through the public plugin API, PyTorch's own path to devices: each
+case's callable is captured whole by ``torch.export`` (a module from a copy in the case's
+precision, its parameters constants of the graph), converted to the edge dialect, partitioned
+and lowered by ``to_edge_transform_and_lower(..., partitioner=[XnnpackPartitioner()])``, turned
+into an ExecuTorch program (``.to_executorch()``: memory planning, the ``.pte`` buffer) and run
+from that buffer by ExecuTorch's runtime (``executorch.runtime.Runtime``) on the CPU.
+
+The XNNPACK partitioner delegates the ops XNNPACK has kernels for; the ops it leaves behind run
+in ExecuTorch's portable kernels, op by op. The record says which:
+
+- ``executed_as`` ``fused``: every op of the program in XNNPACK partitions;
+- ``partially fused``: some ops left to the portable kernels (``fallback_ops``, named as ATen
+  ops, and ``not_fused_reason`` list them); a single-op case whose op was left there is
+  ``not_on_device``, not a pass;
+- ``layer-by-layer``: XNNPACK took nothing (status ``not_fused``).
+
+``Execution.info`` also holds ``partitions``, ``delegated_ops`` and ``portable_ops``.
+``device_impl``: ``executorch 1.5.1 XNNPACK``; ``compile_s``: the export, lowering and program
+build, kept out of the case's ``duration_s``. Judged by ``cnml`` like the other compilers.
+
+``ExecuTorchBackend(transform_passes=...)`` passes ExecuTorch's own edge-dialect transform
+passes (``executorch.exir.pass_base.ExportPass`` subclasses), run before partitioning: a plugin
+rewrites how an op reaches XNNPACK there. bfloat16 cases are refused (the XNNPACK delegate takes
+none: every op would run in the portable kernels), and so are ``grad=True`` and quantizations.
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from mluverify.core.backends import Backend, BackendRegistry, Execution
+from mluverify.core.case import Case
+from mluverify.core.hookspecs import hookimpl
+from mluverify.errors import BackendError
+from mluverify.plugins._exported import export_failure, export_program, exportable, timed
+
+if TYPE_CHECKING:
+    import torch
+
+POLICY = "cnml"
+INSTALL = "pip install 'mluverify[executorch]'"
+BFLOAT16_WHY = ("the XNNPACK delegate takes no bfloat16 (its partitioner leaves every bfloat16 op to the portable "
+                "kernels); run bfloat16 cases on cpu:inductor")
+# Edge-dialect ops that copy data in a layout or dtype rather than compute: named by the ATen
+# op they replace, so a case's provenance counts them as plumbing (mluverify.core.provenance).
+EDGE_PLUMBING = {"dim_order_ops::_to_dim_order_copy": "aten::_to_copy",
+                 "dim_order_ops::_clone_dim_order": "aten::clone"}
+
+
+@dataclass(frozen=True)
+class Partitioning:
+    """How a lowered program runs: ``partitions`` XNNPACK delegates computing ``delegated`` ops,
+    ``portable`` ops left to ExecuTorch's portable kernels (ATen names, in graph order)."""
+
+    partitions: int
+    delegated: tuple[str, ...]
+    portable: tuple[str, ...]
+
+    def executed_as(self) -> tuple[str, str]:
+        """(``Execution.executed_as``, ``not_fused_reason``)."""
+        left = ", ".join(dict.fromkeys(self.portable))
+        if not self.partitions:
+            return "layer-by-layer", f"the XNNPACK partitioner delegated nothing; the portable kernels ran {left or 'it'}"
+        if self.portable:
+            return "partially fused", f"{self.partitions} XNNPACK partition(s); left to the portable kernels: {left}"
+        return "fused", ""
+
+
+class ExecuTorchBackend(Backend):
+    """``executorch:xnnpack``: the case exported, lowered to ExecuTorch with the XNNPACK delegate
+    and run by ExecuTorch's runtime.
+
+    ``transform_passes``: ExecuTorch edge-dialect passes run before partitioning (the
+    ``transform_passes`` of ``to_edge_transform_and_lower``).
+    """
+
+    name = "executorch"
+    modes = {"xnnpack": POLICY}
+    compiling_modes = tuple(modes)  # an export, a lowering and a program build per case
+    no_backward = "it runs an ExecuTorch inference program, which has no backward"
+
+    def __init__(self, transform_passes: Sequence[Any] = ()) -> None:
+        self.transform_passes = list(transform_passes)
+
+    def unavailable_reason(self) -> str | None:
+        return None if importlib.util.find_spec("executorch") else f"executorch not installed ({INSTALL})"
+
+    def refusal(self, fn: Callable, case: Case, *, grad: bool = False) -> str | None:
+        return super().refusal(fn, case, grad=grad) or (
+            f"{case.target} does not compute in bfloat16: {BFLOAT16_WHY}" if case.dtype == "bfloat16" else None)
+
+    def execute(self, fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
+        info: dict[str, Any] = {}
+        with timed(info):
+            program = export_program(exportable(fn, kwargs, case), args, case)
+            edge = self.lowered(program, case)
+            partitioning = partitioning_of(edge)  # before the build, which rewrites the graph into out variants
+            buffer = built(edge, case)
+        return executed(buffer, partitioning, program, args, case, info)
+
+    def lowered(self, program: "torch.export.ExportedProgram", case: Case) -> Any:
+        """``program`` in the edge dialect after this back end's passes, partitioned and lowered
+        to XNNPACK (an ``EdgeProgramManager``)."""
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.exir import to_edge_transform_and_lower
+
+        try:
+            return to_edge_transform_and_lower(program, transform_passes=self.transform_passes or None,
+                                               partitioner=[XnnpackPartitioner()])
+        except Exception as exc:
+            raise export_failure(case, "ExecuTorch cannot lower the exported program", exc) from exc
+
+
+def built(edge: Any, case: Case) -> bytes:
+    """The ExecuTorch program (the ``.pte`` file's bytes) of a lowered edge program."""
+    try:
+        return edge.to_executorch().buffer
+    except Exception as exc:
+        raise export_failure(case, "ExecuTorch cannot build the program", exc) from exc
+
+
+def executed(buffer: bytes, partitioning: Partitioning, program: "torch.export.ExportedProgram", args: tuple,
+             case: Case, info: dict[str, Any]) -> Execution:
+    """The case's Execution: ``buffer`` run by ExecuTorch's runtime on ``args``, its outputs in
+    the structure of ``program``'s, ``partitioning`` saying how it ran, ``info`` with the version."""
+    import torch
+    from torch.utils import _pytree
+
+    outputs = run_program(buffer, args, case)
+    spec = program.call_spec.out_spec
+    if spec.num_leaves != len(outputs):
+        raise BackendError(f"case {case.case_id}: ExecuTorch returned {len(outputs)} outputs for the "
+                           f"{spec.num_leaves} of the exported program")
+    executed_as, why = partitioning.executed_as()
+    info.update(device_impl=f"executorch {release()} XNNPACK", partitions=partitioning.partitions,
+                delegated_ops=partitioning.delegated, portable_ops=partitioning.portable)
+    with torch.no_grad():
+        return Execution(_pytree.tree_unflatten(outputs, spec), fallback_ops=tuple(dict.fromkeys(partitioning.portable)),
+                         executed_as=executed_as, not_fused_reason=why, info=info)
+
+
+def run_program(program: Any, args: tuple, case: Case) -> list:
+    """Run the ``forward`` method of an ExecuTorch program (the ``.pte`` bytes or a path) on
+    ``args`` with ExecuTorch's runtime; its outputs as CPU tensors."""
+    import torch
+    from executorch.runtime import Runtime
+
+    inputs = [a.contiguous().clone() if isinstance(a, torch.Tensor) else a for a in args]
+    try:
+        method = Runtime.get().load_program(program).load_method("forward")
+        outputs = method.execute(inputs)
+    except Exception as exc:
+        raise export_failure(case, "ExecuTorch's runtime cannot run the program", exc) from exc
+    return [output.clone() if isinstance(output, torch.Tensor) else output for output in outputs]
+
+
+def partitioning_of(edge: Any) -> Partitioning:
+    """Which ops of a lowered edge program (before ``to_executorch``) the XNNPACK delegates
+    compute, and which are left to the portable kernels (every call outside a delegate but the
+    reads of a delegate's results)."""
+    import operator
+
+    from executorch.exir.lowered_backend_module import get_lowered_submodules
+
+    graph_module = edge.exported_program().graph_module
+    lowered = get_lowered_submodules(graph_module)
+    delegated = [aten_name(node.target) for _, submodule, _ in lowered
+                 for node in submodule.original_module.graph.nodes
+                 if node.op == "call_function" and node.target is not operator.getitem]
+    portable = [aten_name(node.target) for node in graph_module.graph.nodes
+                if node.op == "call_function" and node.target is not operator.getitem
+                and getattr(node.target, "__name__", "") != "executorch_call_delegate"]
+    return Partitioning(len(lowered), tuple(delegated), tuple(portable))
+
+
+def aten_name(op: Any) -> str:
+    """An edge op's ATen name as the device reports fallbacks (``aten::add.Tensor``): a view's
+    copying form (``view_copy``) by its view (``aten::view``), a dim-order copy by the copy it
+    replaces (``EDGE_PLUMBING``)."""
+    from mluverify.core.provenance import is_view
+
+    schema = getattr(op, "_schema", None)
+    if schema is None:
+        return str(op)
+    name = EDGE_PLUMBING.get(schema.name, schema.name)
+    view = name.removesuffix("_copy")
+    if name.endswith("_copy") and is_view(f"{view}.{schema.overload_name or 'default'}"):
+        name = view
+    return f"{name}.{schema.overload_name}" if schema.overload_name and name == schema.name else name
+
+
+def release() -> str:
+    """The installed ExecuTorch release (the package has no ``__version__``)."""
+    from importlib.metadata import version
+
+    return version("executorch")
+
+
+@hookimpl
+def mluverify_add_backends(registry: BackendRegistry) -> None:
+    registry.add(ExecuTorchBackend())
+
+
+__all__ = ["ExecuTorchBackend", "Partitioning", "partitioning_of", "run_program"]
