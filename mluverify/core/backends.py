@@ -78,6 +78,9 @@ class Backend(abc.ABC):
     # Modes that quantize a float module when a case names a quantization (``quant="int8"``);
     # the other modes run a module as it is.
     quantizing_modes: tuple[str, ...] = ()
+    # Quantizing modes that calibrate on a case's calibration set (``verify(..., calibration=...)``,
+    # ``mluverify.core.calibration``) instead of its own inputs; the others skip such a case.
+    calibrating_modes: tuple[str, ...] = ()
     # Modes that compile each distinct program before running it (seconds per graph): the suites
     # draw fewer examples there (``mluverify.plugins.compiled_selection``).
     compiling_modes: tuple[str, ...] = ()
