@@ -19,6 +19,7 @@ from mluverify import hookimpl
 DEVICE_DTYPES = ("float32", "float16")
 # Op-level suites: each case is also judged against float64 (device and reference error recorded).
 GOLDEN_SUITES = ("ops", "opinfo", "captured", "conformance")
+ZOO_SUITE = "zoo"  # collected only when asked: see pytest_ignore_collect
 _RECORDS: list[dict] = []  # every record this process made (hook mluverify_record)
 
 
@@ -26,6 +27,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.getgroup("mluverify").addoption(
         "--mlu-heavy", action="store_true",
         help="also run the heavy suite cases (full-size ResNet50 / VGG19 in every precision)")
+    parser.getgroup("mluverify").addoption(
+        "--mlu-zoo", action="store_true",
+        help="also collect the model zoo (suites/zoo) when a run names a directory above it; "
+             "naming suites/zoo itself collects it anyway (make verify-zoo)")
+    parser.getgroup("mluverify").addoption(
+        "--mlu-zoo-model", action="append", default=[], metavar="NAME",
+        help="run only this zoo model (repeatable; names: suites/zoo/timm_models_list.txt, suites/zoo/zoo_hf.py)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -46,6 +54,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(opt_in)
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The model zoo (hundreds of whole models per target) stays out of ``mluverify run suites``
+    / ``make verify``: collected only when asked (``--mlu-zoo``) or named (a path in it)."""
+    zoo = Path(__file__).parent / ZOO_SUITE
+    if collection_path != zoo or config.getoption("mlu_zoo"):
+        return None
+    named = (Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args)
+    return True if not any(path == zoo or zoo in path.parents for path in named) else None
+
+
 def _suite_of(path: Path, suites: Path) -> str:
     try:
         return path.relative_to(suites).parts[0]
@@ -62,6 +80,15 @@ def dtype(request: pytest.FixtureRequest) -> str:
 @hookimpl
 def mluverify_record(record: dict) -> None:
     _RECORDS.append(record)
+
+
+@hookimpl
+def mluverify_report(outdir: Path) -> None:
+    """The model zoo's dashboard (``zoo.md``, ``zoo.html``) when the run ran zoo cases: here, not
+    in suites/zoo, because a pytest-xdist controller never loads the zoo's conftest.py."""
+    from zoo.zoo_status import write_dashboard
+
+    write_dashboard(Path(outdir))
 
 
 @pytest.fixture

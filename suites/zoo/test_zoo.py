@@ -1,0 +1,175 @@
+"""The model zoo (issue 39): every model of PyTorch's timm list and the Hugging Face
+architectures of ``zoo_hf`` on every target the run names, in float32 and float16 (fused where
+the target fuses: ``mlu:cnml``), int8 where the target quantizes (``mlu:cnml``, ``ort:int8``),
+and a training step (loss and gradients) for ``zoo_models.TRAINED``.
+
+Each case runs the model twice in eager on the CPU first (as the dashboard does): an eager run
+that raises is ``fail_to_run`` (not a device failure) and two that differ are
+``nondeterministic`` (``eager_two_runs_differ``); then ``verify`` runs it on the target. Its
+dashboard status is checked against ``expected_status.toml`` in both directions (a case that
+starts passing fails as "improved" until the file is updated), and written as a row of the
+run's dashboard (``zoo.md``); a failing case names the first op dump-diff blames when the run
+dumps failures (``--mlu-dump=fail``).
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+from .zoo_models import INSTALL, SEED, ZooModel, eager, find_models, zoo_models
+from .zoo_status import (FAIL_TO_RUN, KILLED, NONDETERMINISTIC, PASS, SKIPPED, ZooRow, case_status, expected_status,
+                        gate_message, load_expected, write_row)
+
+QUANTIZING_TARGETS = ("mlu:cnml", "ort:int8")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "model" in metafunc.fixturenames:
+        trained_only = metafunc.definition.name == "test_zoo_training"
+        metafunc.definition.add_marker(pytest.mark.parametrize("model", zoo_params(metafunc.config, trained_only)))
+
+
+def zoo_params(config: pytest.Config, trained_only: bool = False) -> list:
+    """The models this run asks for (all without ``--mlu-zoo-model``), one param each."""
+    names = config.getoption("mlu_zoo_model")
+    try:
+        models = find_models(names) if names else list(zoo_models().values())
+    except ValueError as exc:
+        raise pytest.UsageError(f"--mlu-zoo-model: {exc}") from None
+    return [pytest.param(model, id=model.name) for model in models if model.trained or not trained_only]
+
+
+def require_zoo() -> None:
+    """Fail under CI=true when the extra is installed but cannot be imported (else skip)."""
+    try:
+        import timm  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the zoo extra is installed but does not import: {exc}")
+        pytest.skip(f"the zoo extra does not import ({exc}): {INSTALL}")
+
+
+class Loss(torch.nn.Module):
+    """A training step's loss: cross-entropy of every output's logits against fixed labels
+    (position ``i`` labelled ``i`` modulo the classes), summed. The model's integer inputs
+    (token ids, masks) are buffers, moved with it: only floating inputs are arguments, the
+    leaves whose gradients ``verify(grad=True)`` judges."""
+
+    def __init__(self, model: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> None:
+        super().__init__()
+        self.model = model
+        self.floating = [tensor.is_floating_point() for tensor in inputs]
+        for position, tensor in enumerate(inputs):
+            if not tensor.is_floating_point():
+                self.register_buffer(f"input_{position}", tensor)
+
+    def forward(self, *floating: torch.Tensor) -> torch.Tensor:
+        given = iter(floating)
+        inputs = [next(given) if is_float else getattr(self, f"input_{position}")
+                  for position, is_float in enumerate(self.floating)]
+        losses = []
+        for logits in self.model(*inputs):
+            flat = logits.reshape(-1, logits.shape[-1]).float()
+            labels = torch.arange(flat.shape[0], device=flat.device) % flat.shape[1]
+            losses.append(F.cross_entropy(flat, labels))
+        return torch.stack(losses).sum()
+
+
+def _same(first: tuple[torch.Tensor, ...], second: tuple[torch.Tensor, ...]) -> bool:
+    return all(torch.equal(a, b) or torch.allclose(a, b, rtol=0, atol=0, equal_nan=True) for a, b in zip(first, second))
+
+
+def _eager_twice(model: ZooModel, mode: str) -> tuple[torch.nn.Module, tuple, str]:
+    """The built model (a ``Loss`` in train mode), its inputs, and why two eager CPU runs differ ("")."""
+    built, inputs = eager(model)
+    if mode == "train":
+        built, inputs = Loss(built, inputs), tuple(tensor for tensor in inputs if tensor.is_floating_point())
+    with torch.no_grad():
+        first, second = built(*inputs), built(*inputs)
+    first, second = ((first,), (second,)) if mode == "train" else (first, second)
+    return built, inputs, "" if _same(first, second) else "two eager CPU runs differ (eager_two_runs_differ)"
+
+
+def _first_bad_op(records: list[dict]) -> str:
+    """The first op (or fusion group) whose own error breaks the bound, from the dump of the
+    failing case (``--mlu-dump=fail`` puts ``; dump: PATH`` in its reproducer)."""
+    dumps = [found.group(1) for record in records
+             if (found := re.search(r"; dump: (\S+)", record.get("reproducer") or ""))]
+    if not dumps:
+        return ""
+    from mluverify.dump import dump_diff
+
+    diff = dump_diff(dumps[-1])
+    group = diff.first_group
+    if group is not None:
+        return f"fusion group {group.get('group', '')} ({group.get('ops', '')})"
+    if diff.first_offender is None:
+        return "none blamed"
+    offender = diff.table[diff.table["seq"] == diff.first_offender].iloc[0]
+    return f"{offender['op']} {offender['inputs']}"
+
+
+def _run(request: pytest.FixtureRequest, verify, records: list, run_dir, model: ZooModel, dtype: str,
+         mode: str) -> None:
+    require_zoo()
+    target = request.node.callspec.params["mlu_target"]
+    core = request.node.callspec.params.get("mlu_core_version", "")
+    case_id = request.node.nodeid
+    row = ZooRow(case_id, model.name, model.family, model.input_kind, str(target), core, dtype, mode, FAIL_TO_RUN,
+                 KILLED)
+    write_row(run_dir, row)  # kept if the case kills the process
+    started = time.perf_counter()
+    raised: BaseException | None = None
+    try:
+        built, inputs, differ = _eager_twice(model, mode)
+    except Exception as exc:  # the model itself does not run: not the device's failure
+        status, reason = FAIL_TO_RUN, f"eager CPU run failed: {type(exc).__name__}: {exc}"
+    else:
+        try:
+            verify(built, *inputs, op=model.name, dtype=dtype, quant="int8" if mode == "int8" else "", seed=SEED,
+                   grad=mode == "train")
+        except pytest.skip.Exception as exc:
+            write_row(run_dir, row.__class__(**{**row.__dict__, "status": SKIPPED, "reason": str(exc)}))
+            raise
+        except (Exception, pytest.fail.Exception, pytest.xfail.Exception) as exc:  # a failure, an expected one, the device raising
+            raised = exc
+        status, reason = case_status(records)
+        if differ and status == PASS:
+            status, reason = NONDETERMINISTIC, differ
+    first_bad = _first_bad_op(records) if status not in (PASS, FAIL_TO_RUN) else ""
+    write_row(run_dir, ZooRow(**{**row.__dict__, "status": status, "reason": reason,
+                                 "seconds": round(time.perf_counter() - started, 3), "first_bad_op": first_bad}))
+    _gate(case_id, status, reason, raised)
+
+
+def _gate(case_id: str, status: str, reason: str, raised: BaseException | None) -> None:
+    """The expected status of the case, checked in both directions."""
+    expected, entry = expected_status(case_id, load_expected())
+    problem = gate_message(expected, status, reason)
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
+    if status != PASS:
+        pytest.xfail(f"expected {status} until {entry.until}: {entry.reason}")
+    if raised is not None:
+        raise raised
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning", "ignore::DeprecationWarning")
+def test_zoo_model(request, verify, records, mlu_run_dir, model: ZooModel, dtype: str) -> None:
+    _run(request, verify, records, mlu_run_dir, model, dtype, "eval")
+
+
+@pytest.mark.mlu_targets(*QUANTIZING_TARGETS)
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning", "ignore::DeprecationWarning")
+def test_zoo_int8(request, verify, records, mlu_run_dir, model: ZooModel) -> None:
+    _run(request, verify, records, mlu_run_dir, model, "float32", "int8")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning", "ignore::DeprecationWarning")
+def test_zoo_training(request, verify, records, mlu_run_dir, model: ZooModel) -> None:
+    _run(request, verify, records, mlu_run_dir, model, "float32", "train")
