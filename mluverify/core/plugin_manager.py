@@ -33,6 +33,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "mluverify.plugins.captured_cases",
     "mluverify.plugins.ort_backend",
     "mluverify.plugins.openvino_backend",
+    "mluverify.plugins.tvm_backend",
     "mluverify.plugins.executorch_backend",
     "mluverify.plugins.ort_int8_backend",  # its "ort" (trylast) replaces ort_backend's, adding ort:int8
 )
