@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 TARGETS = {"mlu:cnml": "fused", "mlu:cnnl": "layer"}
+# Real int8 runtimes: which layers to keep in float, in the runtime's own terms.
+RUNTIME_TARGETS = ("ort:int8",)
 # Exit status per outcome (2 is bad input, as for every command).
 EXIT_STATUS = {"within-bound": 0, "tuned": 0, "impossible": 1, "budget-spent": 1}
 
@@ -24,8 +26,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "(training: model(), train_inputs() -> (inputs, target), loss(output, target)). "
                     "Exit status 0 when the bound is met (or already was), 1 when it is not, 2 on bad input.")
     parser.add_argument("script", metavar="MODEL_SCRIPT", help="Python file defining the model and its inputs")
-    parser.add_argument("--target", default="mlu:cnml", choices=sorted(TARGETS),
-                        help="mlu:cnml (fused, default) or mlu:cnnl (layer by layer, no fusion knobs)")
+    parser.add_argument("--target", default="mlu:cnml", choices=sorted(TARGETS) + list(RUNTIME_TARGETS),
+                        help="mlu:cnml (fused, default), mlu:cnnl (layer by layer, no fusion knobs), or a real "
+                             "int8 runtime: ort:int8 (onnxruntime's quantize_static; the answer is its "
+                             "nodes_to_exclude, in quantize_static.json)")
+    parser.add_argument("--scheme", default=None,
+                        help="int8 runtime: the quantizer's scheme (ort:int8: s8s8, default, or u8s8)")
+    parser.add_argument("--granularity", default=None,
+                        help="int8 runtime: per-tensor (default) or per-channel weight scales")
     parser.add_argument("--mode", default="inference", choices=("inference", "training"),
                         help="inference (quantize_dynamic_mlu) or training (adaptive_quantize gradients)")
     parser.add_argument("--dtype", default="int8", choices=("int8", "int16"),
@@ -40,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--budget", type=int, default=None, help="most trials (default 32)")
     parser.add_argument("--strategy", default="attribution", choices=("attribution", "bisection", "greedy"))
     parser.add_argument("--start", metavar="JSON", default=None,
-                        help='starting config file: {"layers": {"fc1": "int16"}, "fallback_ops": ["aten::gelu"]}')
+                        help='starting config file: {"layers": {"fc1": "int16"}, "fallback_ops": ["aten::gelu"]}; '
+                             'ort:int8: {"nodes_to_exclude": ["/fn/conv3/Conv"]}')
     parser.add_argument("--out", metavar="DIR", default="tune", help="where the answer goes (default: ./tune)")
     parser.set_defaults(func=_run)
 
@@ -63,6 +72,7 @@ def _run(args: argparse.Namespace) -> int:
     budget = check_budget(DEFAULT_BUDGET if args.budget is None else args.budget)
     bound = DEFAULT_BOUND if args.bound is None else args.bound
     _check_task_options(args)
+    _check_runtime_options(args)
     start = _start(args.start)
     from mluverify.compat import script_folder_on_path
 
@@ -86,6 +96,27 @@ def _check_task_options(args: argparse.Namespace) -> None:
         raise InvalidArgument("--task judges inference; a training step is judged by its gradients' rel_mse")
     if args.bound is not None:
         raise InvalidArgument("--task and --bound exclude each other: with a task, its gate is the bound")
+
+
+def _check_runtime_options(args: argparse.Namespace) -> None:
+    """The options an int8 runtime takes, and the ones it does not."""
+    from mluverify.errors import InvalidArgument
+
+    given = [f"--{name}" for name in ("scheme", "granularity") if getattr(args, name) is not None]
+    if args.target not in RUNTIME_TARGETS:
+        if given:
+            raise InvalidArgument(f"{', '.join(given)} set(s) an int8 runtime's quantizer; {args.target} takes "
+                                  f"--dtype: use --target {' or '.join(RUNTIME_TARGETS)}")
+        return
+    if args.mode == "training":
+        raise InvalidArgument(f"{args.target} tunes inference: --mode training runs on the emulator (mlu:cnml)")
+    if args.dtype != "int8":
+        raise InvalidArgument(f"{args.target} quantizes to int8 and keeps layers in float: --dtype {args.dtype} "
+                              f"is the emulator's")
+
+
+def _runtime_options(args: argparse.Namespace) -> dict:
+    return {name: getattr(args, name) for name in ("scheme", "granularity") if getattr(args, name) is not None}
 
 
 def _task(spec: str, script: dict, path: str):
@@ -122,6 +153,12 @@ def _tune(args: argparse.Namespace, bound: float, budget: int, start: dict | Non
                              strategy=args.strategy, start=start)
     script = load_script(args.script, INFERENCE_NAMES)
     task = _task(args.task, script, args.script) if args.task else None
+    if args.target in RUNTIME_TARGETS:
+        from mluverify.tune import tune_runtime
+
+        return tune_runtime(args.target, script["model"](), list(script["calibration_inputs"]()),
+                            script["eval_inputs"](), bound=bound, budget=budget, strategy=args.strategy,
+                            start=start, task=task, options=_runtime_options(args))
     return tune_inference(script["model"](), list(script["calibration_inputs"]()), script["eval_inputs"](),
                           bound=bound, budget=budget, dtype=args.dtype, mode=TARGETS[args.target],
                           strategy=args.strategy, start=start, task=task)

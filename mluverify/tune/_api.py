@@ -3,7 +3,7 @@ terms (qconfig ``layers``, ``DEBUG_FORCED_FALLBACK_OPS``; per-layer ``adaptive_q
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import torch.nn as nn
@@ -50,7 +50,7 @@ class TuneResult:
                 "trials": [vars(t) for t in s.trials]}
 
 
-def _message(result: SearchResult, budget: int, metric: str = "rel_mse") -> str:
+def message(result: SearchResult, budget: int, metric: str = "rel_mse") -> str:
     changed = ", ".join(f"{k.partition(':')[2]} -> {v}" for k, v in result.changes.items())
     if result.status == WITHIN_BOUND:
         return (f"already within the bound as deployed ({metric} {result.metric:.4g} <= {result.bound:.4g}); "
@@ -124,23 +124,15 @@ def tune_inference(model: nn.Module, calibration: Sequence[Any], inputs: Any, *,
     problem = InferenceProblem(model, calibration, inputs, bound=bound, dtype=dtype, mode=mode, task=task)
     knobs = problem.knobs()
     start_config = _start_config(start, knobs)
-    attribution = _Attribution(strategy, lambda rung: _inference_scores(problem, knobs, rung))
+    attribution = Attribution(strategy, lambda rung: _inference_scores(problem, knobs, rung))
     by_key = {knob.key: knob for knob in knobs}
     result = search(strategy, knobs, lambda config: problem.outcome(
-        Deployment.from_changes(problem.changes(config, by_key))), bound=problem.judged_bound, budget=budget,
-        attribute=attribution, start=start_config, predict=task is None)
+        Deployment.from_changes(problem.changes(config, by_key))), bound=problem.objective.judged_bound,
+        budget=budget, attribute=attribution, start=start_config, predict=task is None)
+    objective = problem.objective
     return TuneResult(result, _inference_answer(result.changes, problem),
-                      _message(result, budget, problem.metric_name), "inference", attribution.scores,
-                      attribution.seconds, problem.metric_name, _task_data(problem))
-
-
-def _task_data(problem: InferenceProblem) -> dict[str, Any] | None:
-    """The task judged, as plain data (the generated test rebuilds it)."""
-    if problem.task is None:
-        return None
-    task, gate = problem.task, problem.gate
-    return {"metric": task.metric, "reference": task.reference, "float32_reference": gate.float32_reference,
-            "budget": asdict(gate.budget), "samples": gate.samples, "threshold": gate.threshold}
+                      message(result, budget, objective.metric_name), "inference", attribution.scores,
+                      attribution.seconds, objective.metric_name, objective.task_data())
 
 
 def _inference_scores(problem: InferenceProblem, knobs: Sequence[Knob], rung: int) -> dict[str, float]:
@@ -150,7 +142,7 @@ def _inference_scores(problem: InferenceProblem, knobs: Sequence[Knob], rung: in
                               [k.name for k in knobs if k.kind == "op"], rung)
 
 
-class _Attribution:
+class Attribution:
     """The scores per rung, computed when the search asks (and only for the strategy that uses
     them), kept with the time they took; ``scores``: rung 0's, the ranking."""
 
@@ -181,7 +173,7 @@ def tune_training(model: nn.Module, inputs: Any, target: Any, loss: Callable, *,
     problem = TrainingProblem(model, inputs, target, loss, bound=bound, steps_per_epoch=steps_per_epoch)
     knobs = problem.knobs()
     start_config = _start_config(start, knobs)
-    attribution = _Attribution(strategy, problem.scores)
+    attribution = Attribution(strategy, problem.scores)
     by_key = {knob.key: knob for knob in knobs}
 
     def evaluate(config: Config):
@@ -191,7 +183,7 @@ def tune_training(model: nn.Module, inputs: Any, target: Any, loss: Callable, *,
                     start=start_config)
     answer = {"bitwidth": 8, "steps_per_epoch": steps_per_epoch,
               "layers": {key.partition(":")[2]: int(bits) for key, bits in result.changes.items()}}
-    return TuneResult(result, answer, _message(result, budget), "training", attribution.scores,
+    return TuneResult(result, answer, message(result, budget), "training", attribution.scores,
                       attribution.seconds)
 
 

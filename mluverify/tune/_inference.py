@@ -16,8 +16,8 @@ import torch.nn as nn
 from mluverify.core.task import Task
 from mluverify.device.quantization import default_mapping, quantize_dynamic_mlu
 from mluverify.errors import InvalidArgument
-from mluverify.judge import compare
-from mluverify.tune._search import Config, Knob, Outcome, judged
+from mluverify.tune._objective import Objective
+from mluverify.tune._search import Config, Knob, Outcome
 
 PRECISION_LADDER = ("int8", "int16", "float")
 FUSION_LADDER = ("fused", "cnnl")
@@ -123,9 +123,8 @@ def _to_cpu(value: Any) -> Any:
 class InferenceProblem:
     """A float model, its calibration batches and the batch it is judged on, deployed in
     ``dtype`` on ``mlu`` in ``mode`` (``fused``: the ``mlu:cnml`` target; ``layer``:
-    ``mlu:cnnl``), judged by the ``cnml`` policy's rel_mse with ``bound``, or, given a ``task``,
-    by the task gate on the batch's samples (the metric is then the shortfall ``1 - value``,
-    within the bound ``1 - threshold``; ``bound`` still judges the attribution's rel_mse)."""
+    ``mlu:cnnl``), judged by its ``objective`` (rel_mse within ``bound``, or a ``task``'s gate
+    on the batch's samples; ``bound`` still judges the attribution's rel_mse)."""
 
     def __init__(self, model: nn.Module, calibration: Sequence[Any], inputs: Any, *, bound: float,
                  dtype: str = "int8", mode: str = "fused", task: Task | None = None) -> None:
@@ -141,17 +140,8 @@ class InferenceProblem:
         self.mode = mode
         with torch.no_grad():
             self.reference = self.model(*self.args)
+        self.objective = Objective(self.reference, bound, task)
         self.task = task
-        self.gate = task.threshold(_samples(self.reference), "the judged batch") if task else None
-
-    @property
-    def judged_bound(self) -> float:
-        """What a trial's metric must stay within: ``bound``, or the task's allowed shortfall."""
-        return 1.0 - self.gate.threshold if self.gate else self.bound
-
-    @property
-    def metric_name(self) -> str:
-        return f"1 - {self.task.metric}" if self.task else "rel_mse"
 
     def layer_names(self) -> list[str]:
         """The quantizable layers, in module order."""
@@ -181,17 +171,4 @@ class InferenceProblem:
     def outcome(self, deployment: Deployment) -> Outcome:
         """Deploy, run on the device, judge against the CPU float model."""
         runnable = deploy(self.model, self.calibration, deployment, self.dtype)
-        output = run_on_device(runnable, self.args, self.mode, deployment.fallback_ops)
-        if self.task:
-            scored = self.task.score(output, self.reference, "tune")
-            return Outcome(1.0 - scored.value, scored.passed)
-        verdict = compare(output, self.reference, mode="cnml", tolerance=self.bound)
-        return judged(verdict, self.bound)
-
-
-def _samples(output: Any) -> int:
-    """The samples a task scores: the first dimension of the model's one output tensor."""
-    if not isinstance(output, torch.Tensor) or output.dim() == 0:
-        raise InvalidArgument("a task metric scores one output tensor with the samples first; the model returns "
-                              f"{type(output).__name__}")
-    return len(output)
+        return self.objective.judge(run_on_device(runnable, self.args, self.mode, deployment.fallback_ops))
