@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import functools
 import tempfile
+import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -20,6 +21,9 @@ DUMPABLE_BACKENDS = frozenset({"mlu"})
 FUSED_MODES = frozenset({"cnml"})
 # A blamed group of more ops than this is not split further (each op costs one more build).
 MAX_SPLIT_GROUP = 8
+DEFAULT_PROGRAM_TIMEOUT_S = 60.0
+# Shard k of --jobs starts at seed + k x SHARD_SEEDS: more seeds than a shard's budget reaches.
+SHARD_SEEDS = 1_000_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -48,7 +52,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                         help="a plugin module adding back ends or device kernels (repeatable)")
     parser.add_argument("--in-process", action="store_true",
-                        help="run targets in this process (faster; a crash ends the campaign)")
+                        help="run targets in this process (faster; a crash or a hang ends the campaign)")
+    parser.add_argument("--program-timeout", type=float, default=None, metavar="SECONDS",
+                        help=f"a program that gets no answer from its target in SECONDS is a timeout finding "
+                             f"(its process killed; default {DEFAULT_PROGRAM_TIMEOUT_S:g}; not with --in-process)")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="run the campaign as N shards in parallel (seed ranges split, each shard its own "
+                             "corpus, merged into --out as --merge does)")
+    parser.add_argument("--from", dest="start_from", metavar="CORPUS", default=None,
+                        help="start from CORPUS's findings and coverage (default: --out's), e.g. a CI shard "
+                             "writing its own --out")
     parser.set_defaults(func=_run)
 
 
@@ -64,14 +77,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.merge:
         if not args.out:
             raise InvalidArgument("--merge needs --out DIR, the merged corpus")
-        from mluverify.fuzz.corpus import merge
-
-        read, kept = merge(args.merge, args.out)
-        print(f"merged {read} findings of {len(args.merge)} corpora into {kept} distinct ones in {args.out}")
-        _write_page(args.out, args.out)
-        return 0
+        return _merge_into(args.out, args.merge, 0)
     ops = op_set([name.strip() for name in args.ops.split(",") if name.strip()])
     budget = Budget.parse(args.budget)
+    _check_run_options(args)
+    if args.jobs > 1:
+        return _parallel_shards(args, budget)
     with TargetRunner(args.plugin) as local:
         if args.replay:
             status = _replay(args, local)
@@ -81,6 +92,88 @@ def _run(args: argparse.Namespace) -> int:
         status = _campaign(args, ops, budget, local)
     if args.out:
         _write_page(args.out, args.out)
+    return status
+
+
+def _check_run_options(args: argparse.Namespace) -> None:
+    """Refuse --program-timeout and --jobs values that cannot run, before anything runs; fill
+    in the time limit's default."""
+    from mluverify.errors import InvalidArgument
+
+    if args.program_timeout is not None and args.in_process:
+        raise InvalidArgument("--program-timeout needs the child process: drop --in-process (nothing can stop "
+                              "a program that hangs in the campaign's own process)")
+    if args.program_timeout is not None and not args.program_timeout > 0:
+        raise InvalidArgument(f"--program-timeout {args.program_timeout:g}: must be > 0 seconds")
+    if args.program_timeout is None:
+        args.program_timeout = DEFAULT_PROGRAM_TIMEOUT_S
+    if args.jobs < 1:
+        raise InvalidArgument(f"--jobs {args.jobs}: must be >= 1 (shards run in parallel)")
+    if args.jobs > 1 and (args.replay or not args.out):
+        raise InvalidArgument("--jobs N runs a campaign's shards: it needs --out DIR (the merged corpus) and "
+                              "no --replay")
+
+
+def _parallel_shards(args: argparse.Namespace, budget: Any) -> int:
+    """``--jobs N``: N shards of the campaign, each a ``mluverify fuzz`` process with its own
+    seed range (shard k from seed + k x SHARD_SEEDS) and corpus, all starting from --out's
+    findings and coverage (or --from's), merged into --out as ``--merge`` does. A programs
+    budget is split between the shards; a seconds budget is each shard's. Each shard is the
+    command a user would run for it (printed), so a shard can be rerun alone."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    # The shards import what this process can (a --plugin module found on its sys.path).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    with tempfile.TemporaryDirectory(prefix="mluverify-fuzz-shards-") as scratch:
+        shards = [(Path(scratch) / f"shard-{k}", args.seed + k * SHARD_SEEDS, shard_budget)
+                  for k, shard_budget in enumerate(_shard_budgets(budget, args.jobs)) if shard_budget]
+        running = []
+        for folder, seed, shard_budget in shards:
+            argv = [*_shard_argv(args), "--seed", str(seed), "--budget", shard_budget, "--out", str(folder)]
+            log = open(f"{folder}.log", "w")
+            running.append((shlex.join(["mluverify", *argv]), log, subprocess.Popen(
+                [sys.executable, "-m", "mluverify.cli", *argv], stdout=log, stderr=subprocess.STDOUT, env=env)))
+        statuses = []
+        for command, log, process in running:
+            statuses.append(process.wait())
+            log.close()
+            print(f"== {command}: exit status {statuses[-1]}")
+            print(Path(log.name).read_text(), end="")
+        # What the shards kept is merged even where one failed: nothing found is lost.
+        merged = _merge_into(args.out, [str(folder) for folder, _, _ in shards if folder.is_dir()], max(statuses))
+        return merged if all(status in (0, 1) for status in statuses) else 2
+
+
+def _shard_budgets(budget: Any, jobs: int) -> list[str]:
+    """Each shard's ``--budget``: the programs split (the first shards take the remainder;
+    "" where a shard gets none), or the same seconds."""
+    if budget.seconds is not None:
+        return [f"{budget.seconds:g}s"] * jobs
+    share, extra = divmod(budget.programs, jobs)
+    return [str(share + (k < extra)) if share + (k < extra) else "" for k in range(jobs)]
+
+
+def _shard_argv(args: argparse.Namespace) -> list[str]:
+    """The options a shard repeats: targets, ops, plugins, where it starts from, how it runs."""
+    argv = ["fuzz", "--ops", args.ops, "--from", args.start_from or args.out]
+    argv += [f"--target={target}" for target in args.target or DEFAULT_TARGETS]
+    argv += [f"--plugin={plugin}" for plugin in args.plugin]
+    return argv + (["--in-process"] if args.in_process else ["--program-timeout", f"{args.program_timeout:g}"])
+
+
+def _merge_into(out: str, sources: Sequence[str], status: int) -> int:
+    """Merge corpora ``sources`` (findings and coverage) into ``out``, write its page; ``status``."""
+    from mluverify.fuzz.corpus import merge
+    from mluverify.fuzz.coverage import merge_coverage
+
+    read, kept = merge(sources, out)
+    runs = merge_coverage(sources, out)
+    print(f"merged {read} findings of {len(sources)} corpora into {kept} distinct ones in {out} "
+          f"(coverage of {runs} campaigns)")
+    _write_page(out, out)
     return status
 
 
@@ -121,9 +214,12 @@ def page_rows(corpus: str | Path) -> list[dict[str, Any]]:
 
 
 def _write_page(corpus: str | Path, out: str | Path) -> None:
+    from mluverify.fuzz.coverage import coverage_rows
+    from mluverify.fuzz.ops import REGISTRY
     from mluverify.report.fuzz_page import write_fuzz_page
 
-    print(f"fuzz page: {write_fuzz_page(page_rows(corpus), str(corpus), out)}")
+    page = write_fuzz_page(page_rows(corpus), str(corpus), out, coverage_rows(corpus, REGISTRY))
+    print(f"fuzz page: {page}")
 
 
 class TargetRunner:
@@ -245,7 +341,7 @@ def _runner(args: argparse.Namespace, local: TargetRunner) -> Iterator[Any]:
     if args.in_process:
         yield local
         return
-    with IsolatedRunner(functools.partial(TargetRunner, tuple(args.plugin))) as isolated:
+    with IsolatedRunner(functools.partial(TargetRunner, tuple(args.plugin)), args.program_timeout) as isolated:
         yield isolated
 
 
@@ -268,28 +364,33 @@ def _available(targets: Sequence[str], runner: TargetRunner) -> dict[str, str]:
 def _campaign(args: argparse.Namespace, ops, budget, local: TargetRunner) -> int:
     from mluverify.fuzz.campaign import Campaign
     from mluverify.fuzz.corpus import keep, load_corpus
+    from mluverify.fuzz.coverage import read_runs, record_run, totals
 
     policies = _available(args.target or DEFAULT_TARGETS, local)
-    known = load_corpus(args.out) if args.out else []
+    start = args.start_from or args.out
+    known = load_corpus(start) if start else []
+    coverage = totals(read_runs(start)) if start else {}
+    run_id = uuid.uuid4().hex  # this campaign's entry in the corpus's coverage
 
     def with_plugins(finding):  # the plugins its target ran with, for its reproducers
         return replace(finding, plugins=tuple(args.plugin))
 
     on_finding = (lambda finding: keep(args.out, with_plugins(finding))) if args.out else (lambda finding: None)
+    on_coverage = (lambda judged: record_run(args.out, run_id, judged)) if args.out else (lambda judged: None)
     with _runner(args, local) as runner:
         # The Dumper runs in this process: only on targets it sees into, which are not compiled code.
         campaign = Campaign(list(policies), runner, policies, ops=ops, on_finding=on_finding, known=known,
-                            culprit=local.culprit)
+                            culprit=local.culprit, coverage=coverage, on_coverage=on_coverage)
         findings = [with_plugins(finding) for finding in campaign.run(args.seed, budget)]
     seeds = f"{campaign.seeds[0]}-{campaign.seeds[-1]}" if campaign.seeds else "none"
     print(f"seeds {seeds}, budget {args.budget}, {len(ops)} ops")
-    print("target | programs | seconds | programs/hour | deviation | reference | error | crash | "
+    print("target | programs | seconds | programs/hour | deviation | reference | error | crash | timeout | "
           "torchfuzz fails | torchfuzz misses | its failures cleared by golden")
     for target, stats in campaign.stats.items():
         print(f"{target} | {stats.programs} | {stats.seconds:.0f} | {stats.per_hour:.0f} | "
               f"{stats.kinds['deviation']} | {stats.kinds['reference']} | {stats.kinds['error']} | "
-              f"{stats.kinds['crash']} | {stats.torchfuzz_fails} | {stats.torchfuzz_misses} | "
-              f"{stats.torchfuzz_cleared}")
+              f"{stats.kinds['crash']} | {stats.kinds['timeout']} | {stats.torchfuzz_fails} | "
+              f"{stats.torchfuzz_misses} | {stats.torchfuzz_cleared}")
     for finding in findings:
         judgement = finding.judgement
         blamed = f", culprit {finding.culprit}" if finding.culprit else ""

@@ -28,6 +28,7 @@ from hypothesis.errors import Flaky, Unsatisfiable
 
 from mluverify.errors import InvalidArgument
 from mluverify.fuzz.corpus import Finding
+from mluverify.fuzz.coverage import Coverage, Steering, count_program
 from mluverify.fuzz.differential import DEVIATION, PASS, REFERENCE, Judgement, Runner, judge
 from mluverify.fuzz.generate import defined_cases
 from mluverify.fuzz.ops import OPS, OpSpec
@@ -104,7 +105,10 @@ class Campaign:
     """Searches ``targets`` with programs of ``ops``; ``runner`` runs a program on a target,
     ``policies`` maps each target to its mode's tolerance policy, ``culprit`` names the op to
     blame for a shrunk deviation (a finding's signature). ``on_finding`` is called with
-    each new finding (e.g. ``corpus.keep``); ``known`` holds findings kept before (a corpus)."""
+    each new finding (e.g. ``corpus.keep``); ``known`` holds findings kept before (a corpus).
+    ``coverage``: per target, the (op, dtype) counts judged before (a corpus's), which steer
+    each search's draws and grow as it judges; ``judged`` holds this campaign's own counts,
+    handed to ``on_coverage`` after each search."""
 
     targets: Sequence[str]
     runner: Runner
@@ -117,11 +121,16 @@ class Campaign:
     # The op to blame for a deviation (``Finding.culprit``), None where it cannot be told.
     culprit: Callable[[Program, Sequence[Any], str], str | None] = lambda program, inputs, target: None
     known: list[Finding] = field(default_factory=list)
+    coverage: Coverage = field(default_factory=dict)
+    on_coverage: Callable[[Coverage], Any] = lambda judged: None
     stats: dict[str, TargetStats] = field(init=False)
+    judged: Coverage = field(init=False)
     seeds: list[int] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         self.stats = {target: TargetStats() for target in self.targets}
+        self.judged = {target: Counter() for target in self.targets}
+        self.coverage = {target: Counter(self.coverage.get(target, {})) for target in self.targets}
 
     def run(self, first_seed: int, budget: Budget) -> list[Finding]:
         """Search seed after seed until ``budget`` is spent; returns the new findings."""
@@ -152,6 +161,8 @@ class Campaign:
         """One hypothesis search of ``examples`` programs on ``target``; its shrunk finding."""
         memo: dict[str, Judgement] = {}
         stats = self.stats[target]
+        # Fixed for the search: hypothesis replays its draws while shrinking.
+        steering = Steering(dict(self.coverage[target]))
         shrinking: dict[str, Any] = {"runs": 0, "on": False, "until": 0.0, "kind": ""}
 
         def judged(program: Program, inputs: list) -> Judgement:
@@ -167,6 +178,8 @@ class Campaign:
             memo[key] = judge(program, inputs, target, self.runner, self.policies[target])
             if not shrinking["on"]:
                 stats.count(memo[key])
+                count_program(self.coverage[target], program)
+                count_program(self.judged[target], program)
             return memo[key]
 
         @hypothesis_seed(seed)
@@ -178,7 +191,7 @@ class Campaign:
         def body(data: st.DataObject) -> None:
             if not shrinking["on"] and deadline is not None and time.monotonic() >= deadline:
                 reject()
-            program, inputs = data.draw(defined_cases(self.ops))
+            program, inputs = data.draw(defined_cases(self.ops, steering=steering))
             judgement = judged(program, inputs)
             if not judgement.is_finding or self.explained(judgement, program):
                 return
@@ -200,6 +213,7 @@ class Campaign:
             return None
         finally:
             stats.seconds += time.monotonic() - started
+            self.on_coverage(self.judged)
         return None
 
     def _reduced(self, finding: Finding) -> Finding:

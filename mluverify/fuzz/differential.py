@@ -8,7 +8,8 @@ fails, the ``golden`` policy decides whose error it is: the target's error again
 result within ``k x`` the reference's own (``GOLDEN_RULES``) clears the target (``reference``:
 the CPU reference is as far off), beyond it the target deviates (``deviation``). Integers made
 from computed floats are judged as floats (``_integers_from_floats_as_floats``). A target that
-raises is an ``error``, one whose process dies a ``crash`` (``mluverify.fuzz.isolation``).
+raises is an ``error``, one whose process dies a ``crash``, one that gives no answer within the
+program time limit a ``timeout`` (``mluverify.fuzz.isolation``).
 
 torchfuzz's oracle is computed beside it for comparison: a program fails it only when the sums
 of an output differ by more than 5 % relative and more than 1.0 absolute.
@@ -22,14 +23,18 @@ from mluverify.errors import MluverifyError
 from mluverify.fuzz.program import Program, run
 from mluverify.judge import Verdict, compare, policy
 
-PASS, DEVIATION, REFERENCE, ERROR, CRASH = "pass", "deviation", "reference", "error", "crash"
-# What a campaign reports and keeps: a target that is off, raises, or dies.
-FINDING_KINDS = (DEVIATION, ERROR, CRASH)
+PASS, DEVIATION, REFERENCE, ERROR, CRASH, TIMEOUT = "pass", "deviation", "reference", "error", "crash", "timeout"
+# What a campaign reports and keeps: a target that is off, raises, dies or hangs.
+FINDING_KINDS = (DEVIATION, ERROR, CRASH, TIMEOUT)
 TORCHFUZZ_RELATIVE, TORCHFUZZ_ABSOLUTE = 0.05, 1.0
 
 
 class TargetCrashed(MluverifyError):
     """The process running a target died (signal, abort) or stopped answering."""
+
+
+class TargetTimedOut(TargetCrashed):
+    """A target gave no answer within the program time limit (its process was killed)."""
 
 
 class TargetUnavailable(MluverifyError):
@@ -64,6 +69,8 @@ def judge(program: Program, inputs: Sequence[Any], target: str, runner: Runner, 
     (``generate.all_defined``): the target must give them, signs included, at the same places."""
     try:
         actual = runner(program, inputs, target)
+    except TargetTimedOut as exc:
+        return Judgement(target, TIMEOUT, str(exc))
     except TargetCrashed as exc:
         return Judgement(target, CRASH, str(exc))
     except TargetUnavailable:
@@ -161,5 +168,5 @@ def torchfuzz_fails(actual: Any, expected: Any) -> bool:
     return False
 
 
-__all__ = ["CRASH", "DEVIATION", "ERROR", "FINDING_KINDS", "Judgement", "PASS", "REFERENCE", "Runner",
-           "TargetCrashed", "TargetUnavailable", "judge", "torchfuzz_fails"]
+__all__ = ["CRASH", "DEVIATION", "ERROR", "FINDING_KINDS", "Judgement", "PASS", "REFERENCE", "Runner", "TIMEOUT",
+           "TargetCrashed", "TargetTimedOut", "TargetUnavailable", "judge", "torchfuzz_fails"]

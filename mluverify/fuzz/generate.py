@@ -22,6 +22,7 @@ import numpy as np
 from hypothesis import assume, reject, strategies as st
 from hypothesis.extra import numpy as hnp
 
+from mluverify.fuzz.coverage import Steering, dtype_name
 from mluverify.fuzz.ops import BOOL, FLOAT, INT, OPS, OpSpec
 from mluverify.fuzz.program import Node, Program, run
 
@@ -120,33 +121,43 @@ def _casts_float_into_int(op: OpSpec, metas: list) -> bool:
     return op.inplace and len(kinds) == 2 and kinds[0] == INT and kinds[1] == FLOAT
 
 
-def _try_node(draw, draft: _Draft, ops: Sequence[OpSpec]) -> bool:
-    """Draw one node; add it and return True when it type-checks on meta tensors."""
-    usable = [op for op in ops if _operand_candidates(draft, op) for _ in range(op.weight)]
-    if not usable:
+def _try_node(draw, draft: _Draft, ops: Sequence[OpSpec], steering: Steering) -> bool:
+    """Draw one node (op, operand and cast dtype steered by ``steering``); add it and return
+    True when it type-checks on meta tensors."""
+    operands = {op.name: _operand_candidates(draft, op) for op in ops}
+    fitting = [op for op in ops if operands[op.name]]
+    if not fitting:
         return False
-    op = draw(st.sampled_from(usable))
-    candidates = _operand_candidates(draft, op)
-    first = draw(st.sampled_from(candidates))
-    operands, new_input = [first], None
+
+    def operand_dtypes(names: Sequence[str]) -> list[str]:
+        return [dtype_name(draft.metas[name].dtype) for name in names]
+
+    op = draw(st.sampled_from(steering.weighted(
+        fitting, [op.weight for op in fitting],
+        [steering.op_count(op.name, operand_dtypes(operands[op.name])) for op in fitting])))
+    candidates = operands[op.name]
+    first = draw(st.sampled_from(steering.weighted(
+        candidates, [1] * len(candidates), [steering.op_count(op.name, [d]) for d in operand_dtypes(candidates)])))
+    chosen, new_input = [first], None
     if op.partner is not None:
         shape = tuple(draft.metas[first].shape)
-        fitting = [n for n in draft.names() if op.partner.fits(shape, tuple(draft.metas[n].shape))
-                   and dtype_kind(draft.metas[n].dtype) in op.accepts
-                   and not (op.inplace and draft.root[n] == draft.root[first])]
+        partners = [n for n in draft.names() if op.partner.fits(shape, tuple(draft.metas[n].shape))
+                    and dtype_kind(draft.metas[n].dtype) in op.accepts
+                    and not (op.inplace and draft.root[n] == draft.root[first])]
         room = len(draft.inputs) < MAX_INPUTS and FLOAT in op.accepts  # inputs are float32
-        if room and (not fitting or draw(st.booleans())):
+        if room and (not partners or draw(st.booleans())):
             new_input = tuple(op.partner.new_shape(draw, shape))
-            operands.append(f"x{len(draft.inputs)}")
-        elif fitting:
-            operands.append(draw(st.sampled_from(fitting)))
+            chosen.append(f"x{len(draft.inputs)}")
+        elif partners:
+            chosen.append(draw(st.sampled_from(partners)))
         else:
             return False
-    metas = [draft.metas[n] if n in draft.metas else _meta(new_input) for n in operands]
+    metas = [draft.metas[n] if n in draft.metas else _meta(new_input) for n in chosen]
     if op.same_dtype and len({m.dtype for m in metas}) > 1 or _casts_float_into_int(op, metas):
         return False
-    params = op.params(draw, [tuple(m.shape) for m in metas])
-    node = Node(op.name, tuple(operands), params)
+    cast_dtypes = {"dtypes": steering.dtypes(op.casts_to)} if op.casts_to else {}
+    params = op.params(draw, [tuple(m.shape) for m in metas], **cast_dtypes)
+    node = Node(op.name, tuple(chosen), params)
     result = _check_on_meta(node, metas)
     if result is None:
         return False
@@ -175,15 +186,17 @@ def _check_on_meta(node: Node, metas: list) -> Any:
 
 
 @st.composite
-def programs(draw, ops: Sequence[OpSpec] = OPS, min_ops: int = MIN_OPS, max_ops: int = MAX_OPS) -> Program:
-    """A valid program of ``min_ops..max_ops`` nodes drawn from ``ops``."""
+def programs(draw, ops: Sequence[OpSpec] = OPS, min_ops: int = MIN_OPS, max_ops: int = MAX_OPS,
+             steering: Steering = Steering()) -> Program:
+    """A valid program of ``min_ops..max_ops`` nodes drawn from ``ops`` (``steering``: towards
+    the least judged ops and dtypes, ``mluverify.fuzz.coverage``)."""
     draft = _Draft(draw(_input_shape()))
     # A "one more?" flag before each node beyond the minimum (as ``st.lists`` draws): the
     # shrinker can then delete any node's draws, not only the last ones.
     for index in range(max_ops):
         if index >= min_ops and draw(st.integers(0, MORE_ODDS)) == 0:
             break
-        if not any(_try_node(draw, draft, ops) for _ in range(NODE_TRIES)):
+        if not any(_try_node(draw, draft, ops, steering) for _ in range(NODE_TRIES)):
             reject()
     return draft.program()
 
@@ -223,10 +236,10 @@ def all_defined(program: Program, inputs: Sequence[Any]) -> bool:
 
 
 @st.composite
-def defined_cases(draw, ops: Sequence[OpSpec] = OPS, min_ops: int = MIN_OPS, max_ops: int = MAX_OPS
-                  ) -> tuple[Program, list]:
+def defined_cases(draw, ops: Sequence[OpSpec] = OPS, min_ops: int = MIN_OPS, max_ops: int = MAX_OPS,
+                  steering: Steering = Steering()) -> tuple[Program, list]:
     """A program and inputs on which every value is defined on the CPU (``all_defined``)."""
-    program = draw(programs(ops, min_ops, max_ops))
+    program = draw(programs(ops, min_ops, max_ops, steering))
     inputs = draw(input_values(program))
     assume(all_defined(program, inputs))
     return program, inputs

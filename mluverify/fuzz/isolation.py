@@ -7,8 +7,8 @@ program until it dies; then the next program starts a new one. It makes its own 
 front end, which knows the back ends) and serves inside it as a context manager: the runner
 sets up the child as the parent is (``TargetRunner`` hands its plugins' device kernels to the
 emulated MLU there, which the child does not inherit). Inputs and outputs cross as
-``torch.save`` bytes. A program that gets no answer in ``timeout_s`` kills the child (a hang is
-a crash too).
+``torch.save`` bytes. A program that gets no answer in ``timeout_s`` kills the child: a finding
+of kind ``timeout`` (``TargetTimedOut``), and the next program starts a new child.
 """
 from __future__ import annotations
 
@@ -17,10 +17,12 @@ import multiprocessing
 import signal
 from typing import Any, Callable, ContextManager, Sequence
 
-from mluverify.fuzz.differential import Runner, TargetCrashed, TargetUnavailable
+from mluverify.fuzz.differential import Runner, TargetCrashed, TargetTimedOut, TargetUnavailable
 from mluverify.fuzz.program import Program
 
-DEFAULT_TIMEOUT_S = 600.0
+# A program compiles and runs in seconds on every target here; a minute without an answer is a hang.
+DEFAULT_TIMEOUT_S = 60.0
+STARTUP_TIMEOUT_S = 600.0
 
 
 def _dumps(obj: Any) -> bytes:
@@ -40,6 +42,7 @@ def _loads(data: bytes) -> Any:
 def _serve(connection: Any, make_runner: Callable[[], ContextManager[Runner]]) -> None:
     """The child's loop, inside the runner ``make_runner`` builds."""
     with make_runner() as runner:
+        connection.send(("ready",))
         _answer(connection, runner)
 
 
@@ -84,18 +87,23 @@ class IsolatedRunner:
                                         name="mluverify-fuzz-target")
         self._process.start()
         child_end.close()
+        # The child's start (torch and the plugins imported) is not the program's time.
+        if not self._connection.poll(STARTUP_TIMEOUT_S):
+            self._process.kill()
+            raise TargetCrashed(f"the process running the targets did not start in {STARTUP_TIMEOUT_S:g} s")
+        self._connection.recv()
 
     def __call__(self, program: Program, inputs: Sequence[Any], target: str) -> Any:
-        if self._process is None or not self._process.is_alive():
-            if self._process is not None:
-                self.restarts += 1
-            self._start()
         try:
+            if self._process is None or not self._process.is_alive():
+                if self._process is not None:
+                    self.restarts += 1
+                self._start()
             self._connection.send((program.to_json(), _dumps(list(inputs)), target))
             if not self._connection.poll(self.timeout_s):
                 self._process.kill()
                 self._process.join()
-                raise TargetCrashed(f"{target}: no answer in {self.timeout_s:g} s (killed)")
+                raise TargetTimedOut(f"{target}: no answer in {self.timeout_s:g} s (killed)")
             answer = self._connection.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError):
             raise TargetCrashed(f"{target}: the process running it died ({self._death()})") from None

@@ -139,13 +139,13 @@ def _index_select(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
     return {"dim": dim, "index": draw(st.lists(st.integers(0, max(side - 1, 0)), min_size=1, max_size=4))}
 
 
-def _cast(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
-    return {"dtype": draw(st.sampled_from(CAST_DTYPES))}
+def _cast(draw: Draw, shapes: Sequence[Shape], dtypes: Sequence[str] = CAST_DTYPES) -> dict[str, Any]:
+    return {"dtype": draw(st.sampled_from(dtypes))}
 
 
-def _to_int(draw: Draw, shapes: Sequence[Shape]) -> dict[str, Any]:
+def _to_int(draw: Draw, shapes: Sequence[Shape], dtypes: Sequence[str] = tuple(INT_RANGES)) -> dict[str, Any]:
     """An integer dtype, a scale (large ones reach the dtype's ends) and the dtype's range."""
-    dtype = draw(st.sampled_from(tuple(INT_RANGES)))
+    dtype = draw(st.sampled_from(dtypes))
     low, high = INT_RANGES[dtype]
     return {"dtype": dtype, "scale": draw(st.sampled_from(INT_SCALES)), "lo": low, "hi": high}
 
@@ -287,7 +287,8 @@ class OpSpec:
     ``accepts``: the operands' dtype kinds (``FLOAT``, ``INT``, ``BOOL``). ``may_alias``: the
     result is its operand itself or a copy depending on the dtype (``x.to(x.dtype)`` is ``x``),
     while the float64 run's is always a copy, so nothing is written into it. ``weight``: how many
-    times the op is listed when ops are drawn.
+    times the op is listed when ops are drawn. ``casts_to``: the dtypes its ``dtype`` parameter
+    is drawn from, which ``params`` takes as ``dtypes`` (steered: ``mluverify.fuzz.coverage``).
     """
 
     name: str
@@ -303,6 +304,7 @@ class OpSpec:
     accepts: tuple[str, ...] = (FLOAT,)
     may_alias: bool = False
     weight: int = 1
+    casts_to: tuple[str, ...] = ()
 
     @property
     def operands(self) -> int:
@@ -397,9 +399,9 @@ OPS: tuple[OpSpec, ...] = (
            _index_select, min_rank=1, accepts=ANY),
     OpSpec("flip", "index", "torch.flip({a}, [{dim}])", _dim_param, min_rank=1, accepts=ANY),
     OpSpec("cast", "cast", "{a}.to(torch.{dtype})", _cast, golden_template="{a}.to(torch.{dtype}).to(torch.float64)",
-           accepts=ANY, may_alias=True, weight=2),
+           accepts=ANY, may_alias=True, weight=2, casts_to=CAST_DTYPES),
     OpSpec("to_int", "cast", "{a}.float().mul({scale}).clamp({lo}, {hi}).to(torch.{dtype})", _to_int,
-           weight=4),
+           weight=4, casts_to=tuple(INT_RANGES)),
     OpSpec("to_bool", "cast", "({a} > 0)", accepts=ANY),
     _unary("round", "torch.round({a})"),
     _unary("round_decimals", "torch.round({a}, decimals={d})", params=_round_decimals),
