@@ -1,5 +1,5 @@
 """Plugin: OpenVINO's CPU plugin as targets ``openvino:cpu`` and ``openvino:default`` (extra
-``mluverify[openvino]``).
+``mluverify[openvino]``), and ``openvino:int8`` (extra ``mluverify[openvino-int8]``).
 
 A third-party-style back end through the public plugin API. Each case's callable is captured
 whole by ``torch.export`` (a module from a copy in the case's precision, its parameters
@@ -17,6 +17,10 @@ The modes differ in the CPU plugin's inference precision:
   or AVX512-BF16 (matmuls and convolutions of a float32 model run in bfloat16), f32 elsewhere.
   Judged by ``cnml``, the bound of the fused and quantized modes (docs/backends.md gives the
   errors measured on the op suite).
+
+``openvino:int8`` runs only the cases that ask for ``quant="int8"``: converted as for
+``openvino:cpu``, quantized by NNCF, saved as OpenVINO IR, read back and run by the CPU plugin's
+int8 kernels (the executor is ``mluverify/plugins/openvino_int8_backend.py``).
 
 The record names the precision the compiled program was given (``device_impl``:
 ``openvino 2026.4.1 CPU bf16``); ``compile_s``: the export, conversion and compile.
@@ -36,6 +40,7 @@ from mluverify.core.case import Case
 from mluverify.core.hookspecs import hookimpl
 from mluverify.errors import BackendError
 from mluverify.plugins._exported import export_failure, export_program, exportable, timed
+from mluverify.plugins._int8 import INT8, int8_refusal
 
 if TYPE_CHECKING:
     import openvino
@@ -43,21 +48,25 @@ if TYPE_CHECKING:
 
 POLICY = "cnml"
 INSTALL = "pip install 'mluverify[openvino]'"
+INT8_INSTALL = "pip install 'mluverify[openvino-int8]'"
 # mode -> the CPU plugin's configuration; "default" leaves the inference precision to the plugin
 CONFIGS: dict[str, dict[str, str]] = {"cpu": {"INFERENCE_PRECISION_HINT": "f32"}, "default": {}}
 
 
 class OpenVinoBackend(Backend):
     """``openvino:cpu`` (float32 inference precision) and ``openvino:default`` (the CPU
-    plugin's default precision): the case exported, converted and compiled by OpenVINO.
+    plugin's default precision): the case exported, converted and compiled by OpenVINO;
+    ``openvino:int8``: converted, quantized by NNCF and run in int8 (float32 elsewhere).
 
     ``extensions``: OpenVINO front-end extensions for ``convert_model`` (conversion rules that
     replace the converter's own for an op).
     """
 
     name = "openvino"
-    modes = {mode: POLICY for mode in CONFIGS}
-    compiling_modes = tuple(CONFIGS)  # an export, a conversion and a compile per case
+    modes = {mode: POLICY for mode in (*CONFIGS, INT8)}
+    quantizing_modes = (INT8,)
+    calibrating_modes = (INT8,)
+    compiling_modes = tuple(modes)  # an export, a conversion and a compile per case
     no_backward = "it runs a converted inference graph, which has no backward"
 
     def __init__(self, extensions: Sequence[Any] = ()) -> None:
@@ -66,33 +75,44 @@ class OpenVinoBackend(Backend):
     def unavailable_reason(self) -> str | None:
         return None if importlib.util.find_spec("openvino") else f"openvino not installed ({INSTALL})"
 
+    def mode_unavailable_reason(self, mode: str) -> str | None:
+        return f"nncf not installed ({INT8_INSTALL})" if mode == INT8 and not importlib.util.find_spec("nncf") else None
+
+    def refusal(self, fn: Callable, case: Case, *, grad: bool = False) -> str | None:
+        if case.mode == INT8:
+            return int8_refusal(case, self.no_backward, grad=grad)
+        return super().refusal(fn, case, grad=grad)
+
     def execute(self, fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
+        if case.mode == INT8:
+            from mluverify.plugins.openvino_int8_backend import execute_int8
+
+            return execute_int8(self, fn, args, kwargs, case=case)
         import openvino
-        import torch
-        from torch.utils import _pytree
 
         info: dict[str, Any] = {}
         with timed(info):
             program = export_program(exportable(fn, kwargs, case), args, case)
             compiled = self._compile(program, args, case)
         precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
-        try:
-            request = compiled.create_infer_request()
-            request.infer([_to_openvino(a) for a in args])
-            outputs = [_from_openvino(request.get_tensor(output)) for output in compiled.outputs]
-        except Exception as exc:
-            raise export_failure(case, "OpenVINO cannot run the compiled program", exc) from exc
-        spec = program.call_spec.out_spec
-        if spec.num_leaves != len(outputs):
-            raise BackendError(f"case {case.case_id}: OpenVINO returned {len(outputs)} outputs for the "
-                               f"{spec.num_leaves} of the exported program")
+        outputs = run_compiled(compiled, args, case)
         info["device_impl"] = f"openvino {openvino.__version__.split('-')[0]} CPU {precision}"
-        with torch.no_grad():
-            return Execution(_pytree.tree_unflatten(outputs, spec), executed_as="fused", info=info)
+        return Execution(structured(outputs, program, case), executed_as="fused", info=info)
 
     def _compile(self, program: "torch.export.ExportedProgram", args: tuple, case: Case) -> Any:
         """``program`` converted by OpenVINO, fixed to the inputs' shapes, compiled for the CPU
         in the mode's configuration."""
+        import openvino
+
+        model = self.converted(program, args, case)
+        try:
+            return openvino.Core().compile_model(model, "CPU", CONFIGS[case.mode])
+        except Exception as exc:
+            raise export_failure(case, "OpenVINO cannot compile the converted model", exc) from exc
+
+    def converted(self, program: "torch.export.ExportedProgram", args: tuple, case: Case) -> "openvino.Model":
+        """``program`` converted by OpenVINO (with this back end's extensions), its inputs fixed
+        to the shapes of ``args``."""
         import openvino
 
         try:
@@ -104,9 +124,32 @@ class OpenVinoBackend(Backend):
                                f"the case passes {len(args)}")
         try:
             model.reshape({i: openvino.PartialShape(list(a.shape)) for i, a in enumerate(args)})
-            return openvino.Core().compile_model(model, "CPU", CONFIGS[case.mode])
         except Exception as exc:
-            raise export_failure(case, "OpenVINO cannot compile the converted model", exc) from exc
+            raise export_failure(case, "OpenVINO cannot fix the converted model's input shapes", exc) from exc
+        return model
+
+
+def run_compiled(compiled: Any, args: tuple, case: Case) -> list["torch.Tensor"]:
+    """The outputs of ``compiled`` (an OpenVINO ``CompiledModel``) run on ``args``, as CPU tensors."""
+    try:
+        request = compiled.create_infer_request()
+        request.infer([_to_openvino(a) for a in args])
+        return [_from_openvino(request.get_tensor(output)) for output in compiled.outputs]
+    except Exception as exc:
+        raise export_failure(case, "OpenVINO cannot run the compiled program", exc) from exc
+
+
+def structured(outputs: list["torch.Tensor"], program: "torch.export.ExportedProgram", case: Case) -> Any:
+    """OpenVINO's flat ``outputs`` in the structure ``program`` returns."""
+    import torch
+    from torch.utils import _pytree
+
+    spec = program.call_spec.out_spec
+    if spec.num_leaves != len(outputs):
+        raise BackendError(f"case {case.case_id}: OpenVINO returned {len(outputs)} outputs for the "
+                           f"{spec.num_leaves} of the exported program")
+    with torch.no_grad():
+        return _pytree.tree_unflatten(outputs, spec)
 
 
 def _to_openvino(tensor: "torch.Tensor") -> "openvino.Tensor":

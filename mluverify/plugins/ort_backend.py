@@ -1,5 +1,5 @@
-"""Plugin: ONNX Runtime on the CPU as targets ``ort:cpu`` (extra ``mluverify[ort]``) and
-``ort:dynamo`` (extra ``mluverify[ort-dynamo]``).
+"""Plugin: ONNX Runtime on the CPU as targets ``ort:cpu``, ``ort:int8`` (extra ``mluverify[ort]``)
+and ``ort:dynamo`` (extra ``mluverify[ort-dynamo]``).
 
 A third-party-style back end through the public plugin API: each case's callable is exported to
 ONNX and run by an onnxruntime ``InferenceSession`` on the ``CPUExecutionProvider`` with its
@@ -12,6 +12,10 @@ exporter, so in how each op is lowered to ONNX:
   with ``torch.export`` and lowers each aten op with onnxscript's functions (opset
   ``DYNAMO_OPSET``). A plugin replaces how an op is lowered with ``OrtBackend(translations=...)``
   (the exporter's ``custom_translation_table``).
+
+``ort:int8`` runs only the cases that ask for ``quant="int8"``: exported as for ``ort:cpu``,
+quantized by onnxruntime's own quantizer, saved, loaded back and run by its int8 kernels (the
+executor is ``mluverify/plugins/ort_int8_backend.py``).
 
 A compiler that is not PyTorch's, judged by the ``cnml`` policy like the other compiled targets.
 Unavailable, with the install line, when onnx or onnxruntime is not installed (``ort:dynamo``
@@ -39,6 +43,7 @@ from mluverify.core.backends import Backend, BackendRegistry, Execution
 from mluverify.core.case import Case
 from mluverify.core.hookspecs import hookimpl
 from mluverify.plugins._exported import export_failure, exportable, timed
+from mluverify.plugins._int8 import INT8, int8_refusal
 
 if TYPE_CHECKING:
     from torch import nn
@@ -64,14 +69,17 @@ def missing(modules: tuple[str, ...], extra: str) -> str | None:
 
 class OrtBackend(Backend):
     """``ort:cpu`` and ``ort:dynamo``: the case exported to ONNX (by the TorchScript or the
-    dynamo exporter) and run by onnxruntime on the CPU.
+    dynamo exporter) and run by onnxruntime on the CPU; ``ort:int8``: exported as for
+    ``ort:cpu``, quantized by onnxruntime's quantizer and run in int8.
 
     ``translations``: for ``ort:dynamo``, aten ops (``torch.ops.aten.relu.default``) mapped to
     the onnxscript functions that lower them instead of the exporter's own.
     """
 
     name = "ort"
-    modes = {"cpu": POLICY, "dynamo": POLICY}
+    modes = {"cpu": POLICY, "dynamo": POLICY, INT8: POLICY}
+    quantizing_modes = (INT8,)
+    calibrating_modes = (INT8,)
     compiling_modes = tuple(modes)  # an export and a session per case
     no_backward = "it runs an exported inference graph, and ONNX export records no backward"
 
@@ -85,10 +93,16 @@ class OrtBackend(Backend):
         return missing(DYNAMO_REQUIRED, "ort-dynamo") if mode == "dynamo" else None
 
     def refusal(self, fn: Callable, case: Case, *, grad: bool = False) -> str | None:
+        if case.mode == INT8:
+            return int8_refusal(case, self.no_backward, grad=grad)
         return super().refusal(fn, case, grad=grad) or (
             f"{case.target} does not compute in bfloat16: {BFLOAT16_WHY}" if case.dtype == "bfloat16" else None)
 
     def execute(self, fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
+        if case.mode == INT8:
+            from mluverify.plugins.ort_int8_backend import execute_int8
+
+            return execute_int8(fn, args, kwargs, case=case)
         import onnxruntime
         import torch
         from torch.utils import _pytree

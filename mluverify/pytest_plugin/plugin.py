@@ -13,10 +13,11 @@ import logging
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import pytest
 
+from mluverify.core.calibration import calibrating_on
 from mluverify.core.case import Case, Target
 from mluverify.core.config import Settings, load_settings
 from mluverify.core.expectations import Waiver, Where, make_waiver, waiver_for
@@ -321,10 +322,11 @@ def mlu_run_dir(request: pytest.FixtureRequest) -> Path:
 
 @pytest.fixture
 def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version: str) -> Callable[..., Any]:
-    """``verify(fn, *args, op=None, dtype="float32", quant="", tolerance=None, seed=None,
-    reproducer="", aten_ops=(), golden=None, expect_non_finite=False, grad=False, optimizer=None,
-    task=None, **kwargs)``: run ``fn`` on this test's target and on the CPU, judge, record, and fail the
-    test unless the case passed. ``help(verify)`` in a test describes every argument."""
+    """``verify(fn, *args, op=None, dtype="float32", quant="", calibration=None, tolerance=None,
+    seed=None, reproducer="", aten_ops=(), golden=None, expect_non_finite=False, grad=False,
+    optimizer=None, task=None, **kwargs)``: run ``fn`` on this test's target and on the CPU, judge,
+    record, and fail the test unless the case passed. ``help(verify)`` in a test describes every
+    argument."""
     pipeline = request.config.stash[pipeline_key]
     settings = request.config.stash[settings_key]
     reproducers = _run_reproducers(request.config, settings)
@@ -332,8 +334,9 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
     calls = iter(range(1, 1 << 30))
 
     def run(fn: Callable, *args: Any, op: str | None = None, dtype: str = "float32", quant: str = "",
-            tolerance: float | None = None, seed: int | None = None, reproducer: str = "",
-            aten_ops: tuple[str, ...] = (), golden: bool | None = None, expect_non_finite: bool = False,
+            calibration: Sequence[Any] | None = None, tolerance: float | None = None, seed: int | None = None,
+            reproducer: str = "", aten_ops: tuple[str, ...] = (), golden: bool | None = None,
+            expect_non_finite: bool = False,
             grad: bool = False, optimizer: Callable | None = None, task: Task | None = None, **kwargs: Any):
         """Run ``fn(*args, **kwargs)`` on this test's target and on the CPU, judge the device's
         output by the tolerance, write one record per comparison, and return the verdict
@@ -350,7 +353,10 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
         ``"int8"`` / ``"int16"`` quantizes the module (calibrated on ``args``) on the fused MLU
         targets (``mlu:cnml``, ``mlu:offline``); recorded in the ``quant`` column (``""``:
         none); a target that would quantize nothing skips the case with the reason (a module
-        ``quantize_dynamic_mlu`` quantized runs quantized on every ``mlu`` mode). ``tolerance``: a bound on the mode policy's metric (a number) or a
+        ``quantize_dynamic_mlu`` quantized runs quantized on every ``mlu`` mode). ``calibration``: the batches a
+        quantization calibrates on instead of ``args`` (each a tensor or a tuple of positional
+        arguments), taken by ``ort:int8`` and ``openvino:int8``; a target that calibrates
+        otherwise skips the case. ``tolerance``: a bound on the mode policy's metric (a number) or a
         ``mluverify.Tolerance``; overrides the ``mlu_tolerance`` marker, the hooks and the
         table (``mluverify.judge.resolve_tolerance``). ``seed``: the seed the test drew its
         inputs with, recorded (the ``seed`` column, shown in the case's detail); with ``grad`` it
@@ -378,8 +384,9 @@ def verify(request: pytest.FixtureRequest, mlu_target: Target, mlu_core_version:
         checks = Checks(golden=_golden_on(request.config, item) if golden is None else golden,
                         expect_non_finite=expect_non_finite)
         try:
-            outcome = pipeline.verify(fn, args, kwargs, case, tolerance=_tolerance_of(item, tolerance),
-                                     waiver=waiver, checks=checks, grad=grad, optimizer=optimizer, task=task)
+            with calibrating_on(calibration, case, pipeline.resolve(case.target)[1]):
+                outcome = pipeline.verify(fn, args, kwargs, case, tolerance=_tolerance_of(item, tolerance),
+                                          waiver=waiver, checks=checks, grad=grad, optimizer=optimizer, task=task)
         except Unsupported as exc:  # what the target does not do is not a result: a skip, unrecorded
             pytest.skip(str(exc))
         except MluverifyError as exc:

@@ -13,67 +13,42 @@ import pytest
 import torch
 from torch import nn
 
-from mluverify.core.backends import BackendRegistry
+from int8_models import cnn, images, run_case, with_outlier
+
+from mluverify.core.calibration import calibrating_on
 from mluverify.core.case import Case, Target
 from mluverify.core.config import Settings
 from mluverify.core.pipeline import Pipeline
 from mluverify.core.plugin_manager import new_plugin_manager
 from mluverify.errors import BackendError, InvalidArgument, Unsupported
-from mluverify.plugins import ort_int8_backend
 from mluverify.plugins.ort_backend import OrtBackend
 from mluverify.plugins.ort_int8_backend import (
-    OrtInt8Backend, OrtQuantization, layer_errors, module_name, ort_quantization, quantized_layers, run_saved,
-    save_int8)
+    OrtQuantization, layer_errors, module_name, ort_quantization, quantized_layers, run_saved, save_int8)
 from mluverify.report.records import ShardWriter
 from tests.fuzz.test_fuzz_ort import ort_available  # noqa: F401  (a fixture: skips, or fails in CI, without onnxruntime)
 
 INT8 = Target("ort", "int8")
 
 
-def _cnn() -> nn.Module:
-    """Two conv + ReLU layers and a 1x1 conv head whose output is the model's."""
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(),
-                         nn.Conv2d(8, 10, 1)).eval()
-
-
-def _images() -> torch.Tensor:
-    return torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(1))
-
-
-def _with_outlier(model: nn.Module) -> nn.Module:
-    """The head's channel 3 has one weight 300x the layer's largest: one per-tensor int8 step then
-    swallows every other weight of the layer."""
-    with torch.no_grad():
-        model[4].weight[3, 0] = 300 * model[4].weight.abs().max()
-    return model
-
-
-@pytest.fixture
-def pipeline(tmp_path: Path) -> Pipeline:
-    return Pipeline(new_plugin_manager(entry_points=False), Settings(), tmp_path / "run", ShardWriter)
-
-
-def _verify(pipeline: Pipeline, model, *args, quant: str = "int8", target: Target = INT8, dtype: str = "float32"):
-    case = Case(f"t[{target}]", "cnn", target, quant=quant, dtype=dtype)
-    return pipeline.verify(model, args, {}, case)
+def _verify(pipeline: Pipeline, model, *args, target: Target = INT8, **options):
+    return run_case(pipeline, target, model, *args, **options)
 
 
 def test_a_small_cnn_runs_in_int8_on_onnxruntime_within_the_cnml_bound(ort_available, pipeline):
-    outcome = _verify(pipeline, _cnn(), _images())
+    outcome = _verify(pipeline, cnn(), images())
     assert outcome.status == "passed", outcome.why
     row = outcome.record.as_row()
     assert row["quant"] == "int8" and row["target"] == "ort:int8"
-    assert "int8: quantize_static QDQ s8s8 per-tensor, calibrated on 1 batch(es)" in row["device_impl"]
+    assert "int8: quantize_static QDQ s8s8 per-tensor, calibrated on the case's inputs (2 sample(s))" in row["device_impl"]
     # really quantized: an int8 error, far above the float run's of the same export on ort:cpu
-    float_run = _verify(pipeline, _cnn(), _images(), quant="", target=Target("ort", "cpu"))
+    float_run = _verify(pipeline, cnn(), images(), quant="", target=Target("ort", "cpu"))
     assert outcome.verdict.value > 1e-4 > 100 * float_run.verdict.value
 
 
 def test_the_scheme_and_granularity_are_the_quantizers_and_the_records(ort_available, pipeline, tmp_path):
     with ort_quantization(scheme="u8s8", granularity="per-channel"):
-        outcome = _verify(pipeline, _cnn(), _images())
-        saved = save_int8(_cnn(), (_images(),), tmp_path / "cnn.int8.onnx")
+        outcome = _verify(pipeline, cnn(), images())
+        saved = save_int8(cnn(), (images(),), tmp_path / "cnn.int8.onnx")
     assert "QDQ u8s8 per-channel" in outcome.record.as_row()["device_impl"]
     graph = onnx.load(str(saved)).graph
     constants = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
@@ -84,38 +59,53 @@ def test_the_scheme_and_granularity_are_the_quantizers_and_the_records(ort_avail
 
 
 def test_the_calibration_set_decides_the_ranges(ort_available, pipeline):
-    own = _verify(pipeline, _cnn(), _images())
-    with ort_quantization(calibration=(_images() * 20,)):  # ranges 20x too wide: coarser steps
-        wide = _verify(pipeline, _cnn(), _images())
-    assert "calibrated on 1 batch(es)" in wide.record.as_row()["device_impl"]
+    own = _verify(pipeline, cnn(), images())
+    with ort_quantization(calibration=(images() * 20,)):  # ranges 20x too wide: coarser steps
+        wide = _verify(pipeline, cnn(), images())
+    assert "calibrated on 1 batch(es), 2 sample(s)" in wide.record.as_row()["device_impl"]
     assert wide.verdict.value > 10 * own.verdict.value
+    case = Case("t[ort:int8]", "cnn", INT8, quant="int8")
+    with calibrating_on([images() * 20], case, OrtBackend()):  # what verify(..., calibration=...) sets
+        from_verify = _verify(pipeline, cnn(), images())
+    assert from_verify.verdict.value == wide.verdict.value
+
+
+def test_a_per_channel_scheme_says_how_many_calibration_samples_it_needs(ort_available, pipeline):
+    few = tuple(torch.randn(1, 3, 16, 16) for _ in range(3))
+    with ort_quantization(granularity="per-channel", calibration=few), \
+            pytest.raises(InvalidArgument, match=r"per-channel quantization needs at least 19 calibration samples, "
+                                                  r"the calibration set has 3: give 16 more, or granularity='per-tensor'"):
+        _verify(pipeline, cnn(), images())
+    enough = tuple(torch.randn(2, 3, 16, 16) for _ in range(10))  # batches of the exported shape
+    with ort_quantization(granularity="per-channel", calibration=enough):
+        assert _verify(pipeline, cnn(), images()).status == "passed"
 
 
 def test_the_saved_model_runs_the_same_in_a_fresh_process(ort_available, tmp_path):
-    path = save_int8(_cnn(), (_images(),), tmp_path / "cnn.int8.onnx")
+    path = save_int8(cnn(), (images(),), tmp_path / "cnn.int8.onnx")
     assert len(quantized_layers(path)) == 3
-    np.save(tmp_path / "x.npy", _images().numpy())
+    np.save(tmp_path / "x.npy", images().numpy())
     script = textwrap.dedent(f"""
         import numpy as np, onnxruntime
         session = onnxruntime.InferenceSession({str(path)!r}, providers=["CPUExecutionProvider"])
         np.save({str(tmp_path / "y.npy")!r}, session.run(None, {{"input0": np.load({str(tmp_path / "x.npy")!r})}})[0])
     """)
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
-    in_memory = OrtInt8Backend().execute(_cnn(), (_images(),), {}, case=Case("t", "cnn", INT8, quant="int8"))
+    in_memory = OrtBackend().execute(cnn(), (images(),), {}, case=Case("t", "cnn", INT8, quant="int8"))
     assert np.array_equal(np.load(tmp_path / "y.npy"), in_memory.output.numpy())
-    assert torch.equal(run_saved(path, (_images(),))[0], in_memory.output)
+    assert torch.equal(run_saved(path, (images(),))[0], in_memory.output)
 
 
 def test_a_planted_outlier_is_the_worst_layer_and_fails_while_keeping_it_float_passes(ort_available, pipeline):
-    planted = _with_outlier(_cnn())
-    errors = layer_errors(planted, _images())
+    planted = with_outlier(cnn())
+    errors = layer_errors(planted, images())
     assert list(errors["layer"]) == ["0", "2", "4"] and list(errors["type"]) == ["Conv"] * 3
     assert errors.loc[errors["rel_mse"].idxmax(), "layer"] == "4"
     assert errors.set_index("layer").loc["4", "rel_mse"] > 0.02 > errors.set_index("layer").loc["2", "rel_mse"]
-    assert _verify(pipeline, planted, _images()).status == "failed"
+    assert _verify(pipeline, planted, images()).status == "failed"
     with ort_quantization(exclude=("4",)):
-        kept = _verify(pipeline, planted, _images())
-        assert list(layer_errors(planted, _images())["layer"]) == ["0", "2"]
+        kept = _verify(pipeline, planted, images())
+        assert list(layer_errors(planted, images())["layer"]) == ["0", "2"]
     assert kept.status == "passed", kept.why
     assert "1 layer(s) in float" in kept.record.as_row()["device_impl"]
 
@@ -141,7 +131,7 @@ def test_an_option_the_quantizer_does_not_take_names_it_and_the_choices(options,
 
 def test_a_layer_not_in_the_model_names_it_and_the_layers(ort_available, pipeline):
     with ort_quantization(exclude=("conv9",)), pytest.raises(InvalidArgument, match=r"'conv9'.*'0', '2', '4'"):
-        _verify(pipeline, _cnn(), _images())
+        _verify(pipeline, cnn(), images())
 
 
 class _Unexportable(nn.Module):
@@ -155,24 +145,35 @@ class _Unexportable(nn.Module):
 
 def test_a_model_the_exporter_cannot_export_errors_with_its_message(ort_available, pipeline):
     with pytest.raises(BackendError, match=r"torch.onnx.export failed: .*aten::cummax"):
-        _verify(pipeline, _Unexportable(), _images())
+        _verify(pipeline, _Unexportable(), images())
 
 
 def test_cases_int8_does_not_run_as_asked_are_refused(ort_available, pipeline):
     with pytest.raises(Unsupported, match=r"ort:int8 runs int8 models only: ask for quant='int8'"):
-        _verify(pipeline, _cnn(), _images(), quant="")
+        _verify(pipeline, cnn(), images(), quant="")
     with pytest.raises(Unsupported, match=r"dtype is 'float16'"):
-        _verify(pipeline, _cnn(), _images(), dtype="float16")
+        _verify(pipeline, cnn(), images(), dtype="float16")
     with pytest.raises(Unsupported, match=r"quantizes nothing.*the modes that quantize: ort:int8"):
-        _verify(pipeline, _cnn(), _images(), target=Target("ort", "cpu"))
+        _verify(pipeline, cnn(), images(), target=Target("ort", "cpu"))
     with pytest.raises(Unsupported, match=r"has none left to quantize"):
-        _verify(pipeline, nn.ReLU(), _images())
+        _verify(pipeline, nn.ReLU(), images())
 
 
-def test_the_ort_it_finds_keeps_running_the_float_modes():
+def test_int8_is_a_mode_of_every_ort_back_end_a_plugin_adds():
     own = OrtBackend(translations={torch.ops.aten.relu.default: abs})  # a plugin's own lowering of relu
-    registry = BackendRegistry()
-    registry.add(own)
-    ort_int8_backend.mluverify_add_backends(registry)
-    ort = registry.get("ort")
-    assert set(ort.modes) == {"cpu", "dynamo", "int8"} and ort.float_backend is own
+    assert set(own.modes) == {"cpu", "dynamo", "int8"} and own.quantizing_modes == ("int8",)
+    assert "int8" in own.compiling_modes
+    registry = Pipeline(new_plugin_manager(entry_points=False), Settings(), Path("unused"), ShardWriter).backends
+    assert type(registry.get("ort")) is OrtBackend  # one owner of "ort"
+
+
+def test_a_calibration_set_needs_a_quantization_and_batches():
+    with pytest.raises(InvalidArgument, match=r"calibration= calibrates a quantization.*give quant='int8'"), \
+            calibrating_on([images()], Case("t", "cnn", INT8), OrtBackend()):
+        pass
+    emulator_like = Case("t", "cnn", Target("ort", "cpu"), quant="int8")  # a mode that calibrates on its inputs
+    with pytest.raises(Unsupported, match=r"ort:cpu calibrates on the case's own inputs.*that do: ort:int8"), \
+            calibrating_on([images()], emulator_like, OrtBackend()):
+        pass
+    with pytest.raises(InvalidArgument, match=r"a sequence of batches, got one Tensor of shape \(2, 3, 16, 16\)"):
+        OrtQuantization(calibration=images())
