@@ -228,17 +228,48 @@ if __name__ == "__main__":
     raise SystemExit(1 if mismatches else 0)
 '''
 
-_RUNNERS = {
-    "cpu:inductor": '    with torch.no_grad():\n        return torch.compile(fn, backend="inductor", dynamic=False)(*args)',
-    "ort:cpu": ('    import io\n    import onnxruntime  # torch and onnxruntime only\n\n'
-                '    class Program(torch.nn.Module):\n        def forward(self, *xs):\n            return fn(*xs)\n\n'
-                '    model = io.BytesIO()\n'
-                '    torch.onnx.export(Program(), tuple(a.clone() for a in args), model, dynamo=False, opset_version=17,\n'
-                '                      input_names=[f"x{i}" for i in range(len(args))])\n'
-                '    session = onnxruntime.InferenceSession(model.getvalue(), providers=["CPUExecutionProvider"])\n'
+# The standalone scripts' ``on_target`` bodies: each runs the program the way its back end does
+# (mluverify/plugins), with torch and that back end's own package only, so that it can be filed
+# upstream. The exported paths wrap the program in a module and capture it as the plugins do.
+_MODULE = ('    class Program(torch.nn.Module):\n        def forward(self, *xs):\n            return fn(*xs)\n\n')
+_EXPORT = _MODULE + ('    with torch.no_grad():\n'
+                     '        exported = torch.export.export(Program(), tuple(a.clone() for a in args))\n')
+_ORT_SESSION = ('    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])\n'
                 '    wanted = {i.name for i in session.get_inputs()}\n'
                 '    feeds = {f"x{i}": a.numpy() for i, a in enumerate(args) if f"x{i}" in wanted}\n'
-                '    return [torch.from_numpy(value) for value in session.run(None, feeds)]'),
+                '    return [torch.from_numpy(value) for value in session.run(None, feeds)]')
+_OPENVINO = ('    import openvino  # torch and openvino only\n\n' + _EXPORT +
+             '    model = openvino.convert_model(exported)\n'
+             '    model.reshape({{i: openvino.PartialShape(list(a.shape)) for i, a in enumerate(args)}})\n'
+             '    compiled = openvino.Core().compile_model(model, "CPU", {config})\n'
+             '    request = compiled.create_infer_request()\n'
+             '    request.infer([a.numpy() for a in args])\n'
+             '    return [torch.from_numpy(request.get_tensor(o).data.copy()) for o in compiled.outputs]')
+_RUNNERS = {
+    "cpu:inductor": '    with torch.no_grad():\n        return torch.compile(fn, backend="inductor", dynamic=False)(*args)',
+    "ort:cpu": ('    import io\n    import onnxruntime  # torch and onnxruntime only\n\n' + _MODULE +
+                '    buffer = io.BytesIO()\n'
+                '    torch.onnx.export(Program(), tuple(a.clone() for a in args), buffer, dynamo=False, opset_version=17,\n'
+                '                      input_names=[f"x{i}" for i in range(len(args))])\n'
+                '    model = buffer.getvalue()\n' + _ORT_SESSION),
+    "ort:dynamo": ('    import onnxruntime  # torch, onnxscript (the exporter) and onnxruntime only\n\n' + _MODULE +
+                   '    model = torch.onnx.export(Program(), tuple(a.clone() for a in args), dynamo=True, opset_version=20,\n'
+                   '                              input_names=[f"x{i}" for i in range(len(args))], verbose=False\n'
+                   '                              ).model_proto.SerializeToString()\n' + _ORT_SESSION),
+    "openvino:cpu": _OPENVINO.format(config='{"INFERENCE_PRECISION_HINT": "f32"}'),
+    "openvino:default": _OPENVINO.format(config="{}"),
+    "executorch:xnnpack": ('    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner\n'
+                           '    from executorch.exir import to_edge_transform_and_lower\n'
+                           '    from executorch.runtime import Runtime  # torch and executorch only\n\n' + _EXPORT +
+                           '    lowered = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()])\n'
+                           '    method = Runtime.get().load_program(lowered.to_executorch().buffer).load_method("forward")\n'
+                           '    return [t.clone() for t in method.execute([a.clone() for a in args])]'),
+    "tvm:cpu": ('    import tvm  # torch and apache-tvm only\n'
+                '    from tvm.relax.frontend.torch import from_exported_program\n\n' + _EXPORT +
+                '    main = tvm.relax.VirtualMachine(tvm.compile(from_exported_program(exported), target="llvm"), tvm.cpu())["main"]\n'
+                '    outputs = main(*(tvm.runtime.tensor(a.numpy()) for a in args))  # one tensor, or a tuple of them\n'
+                '    outputs = [outputs] if isinstance(outputs, tvm.runtime.Tensor) else list(outputs)\n'
+                '    return [torch.from_numpy(o.numpy()) for o in outputs]'),
 }
 _REGISTRY_RUNNER = ('    from mluverify.cli.fuzz import TargetRunner  # {target} needs mluverify\n'
                     '    from mluverify.fuzz.program import Program\n'
@@ -249,7 +280,8 @@ _REGISTRY_RUNNER = ('    from mluverify.cli.fuzz import TargetRunner  # {target}
 
 def standalone_script(finding: Finding) -> str:
     """A script that runs the finding's program on its target, the CPU and in float64 and
-    prints the errors: torch only for ``cpu:inductor``, torch and onnxruntime for ``ort:cpu``,
+    prints the errors: torch only for ``cpu:inductor``, torch and the back end's own package for
+    the real compilers of ``_RUNNERS`` (onnxruntime, openvino, executorch, apache-tvm),
     mluverify's back ends (and the finding's plugins) for other targets."""
     target = finding.judgement.target
     runner = _RUNNERS.get(target) or _REGISTRY_RUNNER.format(
