@@ -1,5 +1,5 @@
-"""Plugin: ExecuTorch with its XNNPACK delegate as target ``executorch:xnnpack`` (extra
-``mluverify[executorch]``).
+"""Plugin: ExecuTorch with its XNNPACK delegate as targets ``executorch:xnnpack`` (float) and
+``executorch:int8`` (PyTorch's own int8 path for devices), extra ``mluverify[executorch]``.
 
 A third-party-style back end through the public plugin API, PyTorch's own path to devices: each
 case's callable is captured whole by ``torch.export`` (a module from a copy in the case's
@@ -21,27 +21,42 @@ in ExecuTorch's portable kernels, op by op. The record says which:
 ``device_impl``: ``executorch 1.5.1 XNNPACK``; ``compile_s``: the export, lowering and program
 build, kept out of the case's ``duration_s``. Judged by ``cnml`` like the other compilers.
 
+``executorch:int8`` runs only the cases that ask for ``quant="int8"``, the seeds' quantized flow
+on a real int8 runtime: the exported program is quantized by PT2E (``prepare_pt2e`` with
+``XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=...))``,
+calibrated on the case's inputs, ``convert_pt2e``), exported again, lowered with the XNNPACK
+partitioner (its quantize / dequantize pairs become XNNPACK's int8 operators), saved as a
+``.pte`` file (the offline model, ``save_pte``) and run from that file. Judged by ``cnml``, the
+seeds' 2 % for quantized fused models; ``device_impl`` names quantizer, scheme and granularity.
+A callable with nothing the quantizer annotates is refused (it would quantize nothing).
+
 ``ExecuTorchBackend(transform_passes=...)`` passes ExecuTorch's own edge-dialect transform
 passes (``executorch.exir.pass_base.ExportPass`` subclasses), run before partitioning: a plugin
 rewrites how an op reaches XNNPACK there. bfloat16 cases are refused (the XNNPACK delegate takes
-none: every op would run in the portable kernels), and so are ``grad=True`` and quantizations.
+none: every op would run in the portable kernels), and so are ``grad=True`` and, on
+``executorch:xnnpack``, quantizations. ``ExecuTorchBackend(granularity="per-channel")``
+quantizes the weights per channel (a plugin registers it in place of the default one).
 """
 from __future__ import annotations
 
 import importlib.util
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from mluverify.core.backends import Backend, BackendRegistry, Execution
-from mluverify.core.case import Case
+from mluverify.core.case import Case, Target
 from mluverify.core.hookspecs import hookimpl
-from mluverify.errors import BackendError
+from mluverify.errors import BackendError, Unsupported, valid_choice
 from mluverify.plugins._exported import export_failure, export_program, exportable, timed
 
 if TYPE_CHECKING:
     import torch
 
 POLICY = "cnml"
+INT8 = "int8"  # the quantized mode, and the quantization it runs
+GRANULARITIES = ("per-tensor", "per-channel")
 INSTALL = "pip install 'mluverify[executorch]'"
 BFLOAT16_WHY = ("the XNNPACK delegate takes no bfloat16 (its partitioner leaves every bfloat16 op to the portable "
                 "kernels); run bfloat16 cases on cpu:inductor")
@@ -79,28 +94,64 @@ class ExecuTorchBackend(Backend):
     """
 
     name = "executorch"
-    modes = {"xnnpack": POLICY}
+    modes = {"xnnpack": POLICY, INT8: POLICY}
+    quantizing_modes = (INT8,)
     compiling_modes = tuple(modes)  # an export, a lowering and a program build per case
     no_backward = "it runs an ExecuTorch inference program, which has no backward"
 
-    def __init__(self, transform_passes: Sequence[Any] = ()) -> None:
+    def __init__(self, transform_passes: Sequence[Any] = (), granularity: str = "per-tensor") -> None:
+        if granularity not in GRANULARITIES:
+            raise valid_choice("executorch:int8 granularity", granularity, GRANULARITIES)
         self.transform_passes = list(transform_passes)
+        self.granularity = granularity
 
     def unavailable_reason(self) -> str | None:
         return None if importlib.util.find_spec("executorch") else f"executorch not installed ({INSTALL})"
 
     def refusal(self, fn: Callable, case: Case, *, grad: bool = False) -> str | None:
+        if case.mode == INT8 and not grad and case.quant != INT8:
+            return (f"{case.target} runs int8 models only: ask for quant='int8' (the case asks for "
+                    f"{case.quant or 'no quantization'!r}); run float cases on executorch:xnnpack")
+        if case.mode == INT8 and case.dtype != "float32":
+            return f"{case.target} quantizes a float32 model: the case's dtype is {case.dtype!r}"
         return super().refusal(fn, case, grad=grad) or (
             f"{case.target} does not compute in bfloat16: {BFLOAT16_WHY}" if case.dtype == "bfloat16" else None)
 
     def execute(self, fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
         info: dict[str, Any] = {}
-        with timed(info):
-            program = export_program(exportable(fn, kwargs, case), args, case)
-            edge = self.lowered(program, case)
-            partitioning = partitioning_of(edge)  # before the build, which rewrites the graph into out variants
-            buffer = built(edge, case)
-        return executed(buffer, partitioning, program, args, case, info)
+        args = dense(args)
+        if case.mode != INT8:
+            with timed(info):
+                program = export_program(exportable(fn, kwargs, case), args, case)
+                partitioning, buffer = self.compiled(program, case)
+            return executed(buffer, partitioning, program, args, case, info)
+        with tempfile.TemporaryDirectory(prefix="executorch-int8-") as directory:
+            with timed(info):  # export, calibration, quantization, lowering: the compile
+                path, program, partitioning = self.saved_int8(fn, args, kwargs, Path(directory) / "case.pte", case)
+            execution = executed(path, partitioning, program, args, case, info)
+        info["device_impl"] += f" int8: {self.describe()}, calibrated on the case's inputs"
+        return execution
+
+    def describe(self) -> str:
+        """The record's words for the quantization: quantizer, scheme, granularity."""
+        return (f"PT2E XNNPACKQuantizer symmetric config (int8 affine activations per tensor, int8 symmetric weights "
+                f"{self.granularity})")
+
+    def saved_int8(self, fn: Callable, args: tuple, kwargs: dict, path: Path,
+                   case: Case) -> tuple[Path, "torch.export.ExportedProgram", Partitioning]:
+        """The offline int8 model of ``fn(*args, **kwargs)`` written to ``path`` (a ``.pte``
+        file), with the quantized program it was lowered from and its partitioning."""
+        float_program = export_program(exportable(fn, kwargs, case), args, case)
+        program = export_program(quantized(float_program, args, self.granularity, case), args, case)
+        partitioning, buffer = self.compiled(program, case)
+        path.write_bytes(buffer)
+        return path, program, partitioning
+
+    def compiled(self, program: "torch.export.ExportedProgram", case: Case) -> tuple[Partitioning, bytes]:
+        """``program`` lowered to XNNPACK and built: how it was partitioned (read before the
+        build, which rewrites the graph into out variants) and the ExecuTorch program's bytes."""
+        edge = self.lowered(program, case)
+        return partitioning_of(edge), built(edge, case)
 
     def lowered(self, program: "torch.export.ExportedProgram", case: Case) -> Any:
         """``program`` in the edge dialect after this back end's passes, partitioned and lowered
@@ -115,6 +166,27 @@ class ExecuTorchBackend(Backend):
             raise export_failure(case, "ExecuTorch cannot lower the exported program", exc) from exc
 
 
+def quantized(program: "torch.export.ExportedProgram", args: tuple, granularity: str, case: Case) -> Any:
+    """``program``'s module quantized by PT2E with the XNNPACK quantizer's symmetric int8
+    configuration, calibrated on ``args`` (the converted module, quantize / dequantize ops
+    around each annotated op). Unsupported where the quantizer annotated nothing."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
+                                                                         get_symmetric_quantization_config)
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    config = get_symmetric_quantization_config(is_per_channel=granularity == "per-channel")
+    try:
+        prepared = prepare_pt2e(program.module(), XNNPACKQuantizer().set_global(config))
+        prepared(*args)  # calibration: the observers record the case's ranges
+        converted = convert_pt2e(prepared)
+    except Exception as exc:
+        raise export_failure(case, "PT2E quantization with the XNNPACKQuantizer failed", exc) from exc
+    if not any("quantize_per" in str(node.target) for node in converted.graph.nodes):
+        raise Unsupported(f"case {case.case_id}: the XNNPACKQuantizer annotates none of its ops (it quantizes "
+                          f"convolutions, linear layers, matmuls, additions, ...), so quant='int8' would quantize nothing")
+    return converted
+
+
 def built(edge: Any, case: Case) -> bytes:
     """The ExecuTorch program (the ``.pte`` file's bytes) of a lowered edge program."""
     try:
@@ -123,9 +195,9 @@ def built(edge: Any, case: Case) -> bytes:
         raise export_failure(case, "ExecuTorch cannot build the program", exc) from exc
 
 
-def executed(buffer: bytes, partitioning: Partitioning, program: "torch.export.ExportedProgram", args: tuple,
+def executed(buffer: bytes | Path, partitioning: Partitioning, program: "torch.export.ExportedProgram", args: tuple,
              case: Case, info: dict[str, Any]) -> Execution:
-    """The case's Execution: ``buffer`` run by ExecuTorch's runtime on ``args``, its outputs in
+    """The case's Execution: ``buffer`` (a program, or its ``.pte`` file) run by ExecuTorch's runtime on ``args``, its outputs in
     the structure of ``program``'s, ``partitioning`` saying how it ran, ``info`` with the version."""
     import torch
     from torch.utils import _pytree
@@ -143,19 +215,37 @@ def executed(buffer: bytes, partitioning: Partitioning, program: "torch.export.E
                          executed_as=executed_as, not_fused_reason=why, info=info)
 
 
+def save_pte(fn: Callable, args: tuple, path: str | Path, *, kwargs: dict | None = None,
+             granularity: str = "per-tensor") -> Path:
+    """The seeds' offline model on ExecuTorch: ``fn(*args, **kwargs)`` quantized to int8 (as
+    ``executorch:int8`` does, calibrated on ``args``), lowered to XNNPACK and written to ``path``
+    as a ``.pte`` file, which ``run_program`` (or any ExecuTorch runtime) loads."""
+    case = Case("save_pte", getattr(fn, "__name__", type(fn).__name__), Target(ExecuTorchBackend.name, INT8), quant=INT8)
+    return ExecuTorchBackend(granularity=granularity).saved_int8(fn, args, kwargs or {}, Path(path), case)[0]
+
+
 def run_program(program: Any, args: tuple, case: Case) -> list:
     """Run the ``forward`` method of an ExecuTorch program (the ``.pte`` bytes or a path) on
     ``args`` with ExecuTorch's runtime; its outputs as CPU tensors."""
     import torch
     from executorch.runtime import Runtime
 
-    inputs = [a.contiguous().clone() if isinstance(a, torch.Tensor) else a for a in args]
+    inputs = [a.clone() if isinstance(a, torch.Tensor) else a for a in dense(args)]
     try:
         method = Runtime.get().load_program(program).load_method("forward")
         outputs = method.execute(inputs)
     except Exception as exc:
         raise export_failure(case, "ExecuTorch's runtime cannot run the program", exc) from exc
     return [output.clone() if isinstance(output, torch.Tensor) else output for output in outputs]
+
+
+def dense(args: tuple) -> tuple:
+    """``args`` with every tensor contiguous. A program keeps the layout (dim order) of the
+    inputs it was exported with, and its runtime reads each input's data in that order whatever
+    the tensor's strides: a channels-last or transposed input must be exported and fed alike."""
+    import torch
+
+    return tuple(a.contiguous() if isinstance(a, torch.Tensor) else a for a in args)
 
 
 def partitioning_of(edge: Any) -> Partitioning:
@@ -205,4 +295,4 @@ def mluverify_add_backends(registry: BackendRegistry) -> None:
     registry.add(ExecuTorchBackend())
 
 
-__all__ = ["ExecuTorchBackend", "Partitioning", "partitioning_of", "run_program"]
+__all__ = ["ExecuTorchBackend", "Partitioning", "partitioning_of", "run_program", "save_pte"]
