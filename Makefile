@@ -29,7 +29,7 @@ verify-inductor: $(STAMP)
 # (.venv/bin/pip install -c constraints.txt -e '.[ort-dynamo,openvino,executorch]': out of the default
 # install; docs/backends.md), one report per target under reports/runs/real-<target>; a target whose
 # package is missing is skipped with its install line (the back end's own reason).
-REAL_TARGETS := ort:cpu ort:dynamo openvino:cpu openvino:default executorch:xnnpack tvm:cpu
+REAL_TARGETS := ort:cpu ort:dynamo openvino:cpu openvino:default executorch:xnnpack tvm:cpu iree:cpu
 UNAVAILABLE := from mluverify.core.backends import BackendRegistry as R; from mluverify.core.plugin_manager import \
   call_hook, new_plugin_manager; import sys; r = R(); call_hook(new_plugin_manager(), "mluverify_add_backends", \
   registry=r); t, b = r.resolve(sys.argv[1]); print(b.unavailable_reason() or b.mode_unavailable_reason(t.mode) or "")

@@ -34,6 +34,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "mluverify.plugins.ort_backend",
     "mluverify.plugins.openvino_backend",
     "mluverify.plugins.tvm_backend",
+    "mluverify.plugins.iree_backend",
     "mluverify.plugins.executorch_backend",
     "mluverify.plugins.ort_int8_backend",  # its "ort" (trylast) replaces ort_backend's, adding ort:int8
 )

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from mluverify import compare
+from mluverify.core.backends import Backend
 from mluverify.core.case import Case, Target
 from mluverify.errors import BackendError
 from mluverify.plugins.openvino_backend import OpenVinoBackend
@@ -43,11 +44,17 @@ def _unavailable(target: str) -> str | None:
 
 def _require(*targets: str) -> None:
     for target in targets:
-        reason = _unavailable(target)
-        if reason and importlib.util.find_spec(PACKAGES[target]) and os.environ.get("CI") == "true":
-            pytest.fail(f"{target} is installed but cannot run: {reason}")
-        if reason:
-            pytest.skip(f"{target} unavailable: {reason}")
+        require(BACKENDS[target](), target, PACKAGES[target])
+
+
+def require(backend: Backend, target: str, package: str) -> None:
+    """Skip with ``backend``'s reason (its install line) where ``target`` cannot run; under
+    ``CI=true``, fail where its ``package`` is installed but the target still cannot run."""
+    reason = backend.unavailable_reason() or backend.mode_unavailable_reason(Target.parse(target).mode)
+    if reason and importlib.util.find_spec(package) and os.environ.get("CI") == "true":
+        pytest.fail(f"{target} is installed but cannot run: {reason}")
+    if reason:
+        pytest.skip(f"{target} unavailable: {reason}")
 
 
 def program(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,11 +85,27 @@ def test_network(verify, dtype):
 """
 
 
+# what every real compiler refuses: a backward, a quantization of a float module (appended to SUITE)
+REFUSED = """
+def test_network_backward(verify):
+    verify(network(), torch.randn(2, 3, 8, 8), op="small_cnn", grad=True)
+
+def test_network_int8(verify):
+    verify(network(), torch.randn(2, 3, 8, 8), op="small_cnn", quant="int8")
+"""
+
+
 def _run(pytester: pytest.Pytester, *targets: str) -> tuple[pytest.RunResult, pd.DataFrame]:
-    pytester.makepyfile(test_real=SUITE)
+    return run_suite(pytester, SUITE, *(f"--mlu-target={t}" for t in targets))
+
+
+def run_suite(pytester: pytest.Pytester, suite: str, *options: str) -> tuple[pytest.RunResult, pd.DataFrame]:
+    """``suite`` (as ``test_real.py``) run through the pytest front end with ``options``: the run's
+    result and its output records by case id."""
+    pytester.makepyfile(test_real=suite)
     run = pytester.path / "run"
-    result = pytester.runpytest_subprocess("-p", "mluverify", *(f"--mlu-target={t}" for t in targets), "-rs",
-                                           "-p", "no:cacheprovider", f"--mlu-report={run}")
+    result = pytester.runpytest_subprocess("-p", "mluverify", "-rs", "-p", "no:cacheprovider", f"--mlu-report={run}",
+                                           *options)
     records = pd.read_parquet(run / "records.parquet")
     return result, records[records["kind"] == "output"].set_index("case_id")
 
