@@ -11,7 +11,6 @@ install); under ``CI=true`` it fails where the packages are installed but cannot
 from __future__ import annotations
 
 import importlib.util
-import os
 from importlib.metadata import version
 
 import pandas as pd
@@ -22,7 +21,7 @@ import torch
 from mluverify.core.case import Case, Target
 from mluverify.errors import BackendError
 from mluverify.plugins.iree_backend import IreeBackend
-from tests.backends.test_real_compilers import PROGRAM_ARGS, program
+from tests.backends.test_real_compilers import PROGRAM_ARGS, REFUSED, program, require, run_suite
 from tests.backends.test_real_compilers import SUITE as REAL_SUITE
 
 # Imported before pytester snapshots sys.modules: a C extension first imported inside a pytester
@@ -37,22 +36,13 @@ needs_iree = pytest.mark.usefixtures("require_iree")
 
 @pytest.fixture
 def require_iree() -> None:
-    reason = IreeBackend().unavailable_reason()
-    if reason and importlib.util.find_spec("iree") and os.environ.get("CI") == "true":
-        pytest.fail(f"iree:cpu is installed but cannot run: {reason}")
-    if reason:
-        pytest.skip(f"iree:cpu unavailable: {reason}")
+    require(IreeBackend(), "iree:cpu", "iree.runtime")
 
 
 # the program and the small CNN (float32, float16, bfloat16) the other real compilers run, and what
-# iree:cpu refuses
-SUITE = REAL_SUITE + """
-def test_network_backward(verify):
-    verify(network(), torch.randn(2, 3, 8, 8), op="small_cnn", grad=True)
+# every real compiler refuses
+SUITE = REAL_SUITE + REFUSED
 
-def test_network_int8(verify):
-    verify(network(), torch.randn(2, 3, 8, 8), op="small_cnn", quant="int8")
-"""
 
 # relu decomposed into abs through the back end's decomposition table, by a plugin of the user's
 PLANTED = """
@@ -67,12 +57,7 @@ def mluverify_add_backends(registry):
 
 
 def _run(pytester: pytest.Pytester, *options: str) -> tuple[pytest.RunResult, pd.DataFrame]:
-    pytester.makepyfile(test_real=SUITE)
-    run = pytester.path / "run"
-    result = pytester.runpytest_subprocess("-p", "mluverify", "--mlu-target=iree:cpu", "-rs", "-p", "no:cacheprovider",
-                                           f"--mlu-report={run}", *options)
-    records = pd.read_parquet(run / "records.parquet")
-    return result, records[records["kind"] == "output"].set_index("case_id")
+    return run_suite(pytester, SUITE, "--mlu-target=iree:cpu", *options)
 
 
 @needs_iree
