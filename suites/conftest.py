@@ -34,6 +34,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.getgroup("mluverify").addoption(
         "--mlu-zoo-model", action="append", default=[], metavar="NAME",
         help="run only this zoo model (repeatable; names: suites/zoo/timm_models_list.txt, suites/zoo/zoo_hf.py)")
+    parser.getgroup("mluverify").addoption(
+        "--mlu-zoo-expected", type=Path, default=None, metavar="PATH",
+        help="the zoo's expected statuses (default suites/zoo/expected_status.toml; e.g. one file per device)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -12,7 +12,7 @@ import pytest
 from mluverify.core.expectations import marker_fields, waiver_for
 
 from .zoo_models import INSTALL
-from .zoo_status import load_expected
+from .zoo_status import EXPECTED_FILE, load_expected
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -23,7 +23,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in zoo:
             item.add_marker(skip)
         return
-    expected = load_expected()
+    expected = load_expected(config.getoption("mlu_zoo_expected") or EXPECTED_FILE)
     for item in zoo:
         waiver = waiver_for(item.nodeid, expected)
         if waiver is not None:

@@ -16,13 +16,15 @@ from __future__ import annotations
 import os
 import re
 import time
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+
 from .zoo_models import INSTALL, SEED, ZooModel, eager, find_models, zoo_models
-from .zoo_status import (FAIL_TO_RUN, KILLED, NONDETERMINISTIC, PASS, SKIPPED, ZooRow, case_status, expected_status,
-                        gate_message, load_expected, write_row)
+from .zoo_status import (EXPECTED_FILE, FAIL_TO_RUN, KILLED, NONDETERMINISTIC, PASS, SKIPPED, ZooRow, case_status,
+                         expected_status, gate_message, load_expected, write_row)
 
 QUANTIZING_TARGETS = ("mlu:cnml", "ort:int8")
 
@@ -95,16 +97,17 @@ def _eager_twice(model: ZooModel, mode: str) -> tuple[torch.nn.Module, tuple, st
     return built, inputs, "" if _same(first, second) else "two eager CPU runs differ (eager_two_runs_differ)"
 
 
-def _first_bad_op(records: list[dict]) -> str:
+def _first_bad_op(records: list[dict], run_dir: Path) -> str:
     """The first op (or fusion group) whose own error breaks the bound, from the dump of the
-    failing case (``--mlu-dump=fail`` puts ``; dump: PATH`` in its reproducer)."""
+    failing case (``--mlu-dump=fail`` puts ``; dump: PATH``, relative to ``run_dir``, in its
+    reproducer)."""
     dumps = [found.group(1) for record in records
              if (found := re.search(r"; dump: (\S+)", record.get("reproducer") or ""))]
     if not dumps:
         return ""
     from mluverify.dump import dump_diff
 
-    diff = dump_diff(dumps[-1])
+    diff = dump_diff(Path(run_dir) / dumps[-1])
     group = diff.first_group
     if group is not None:
         return f"fusion group {group.get('group', '')} ({group.get('ops', '')})"
@@ -141,15 +144,15 @@ def _run(request: pytest.FixtureRequest, verify, records: list, run_dir, model: 
         status, reason = case_status(records)
         if differ and status == PASS:
             status, reason = NONDETERMINISTIC, differ
-    first_bad = _first_bad_op(records) if status not in (PASS, FAIL_TO_RUN) else ""
+    first_bad = _first_bad_op(records, run_dir) if status not in (PASS, FAIL_TO_RUN) else ""
     write_row(run_dir, ZooRow(**{**row.__dict__, "status": status, "reason": reason,
                                  "seconds": round(time.perf_counter() - started, 3), "first_bad_op": first_bad}))
-    _gate(case_id, status, reason, raised)
+    _gate(case_id, status, reason, raised, request.config.getoption("mlu_zoo_expected") or EXPECTED_FILE)
 
 
-def _gate(case_id: str, status: str, reason: str, raised: BaseException | None) -> None:
-    """The expected status of the case, checked in both directions."""
-    expected, entry = expected_status(case_id, load_expected())
+def _gate(case_id: str, status: str, reason: str, raised: BaseException | None, expectations: Path) -> None:
+    """The expected status of the case (from ``expectations``), checked in both directions."""
+    expected, entry = expected_status(case_id, load_expected(expectations))
     problem = gate_message(expected, status, reason)
     if problem is not None:
         pytest.fail(problem, pytrace=False)
