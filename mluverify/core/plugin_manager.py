@@ -36,7 +36,6 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "mluverify.plugins.tvm_backend",
     "mluverify.plugins.iree_backend",
     "mluverify.plugins.executorch_backend",
-    "mluverify.plugins.ort_int8_backend",  # its "ort" (trylast) replaces ort_backend's, adding ort:int8
 )
 
 
