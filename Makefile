@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify verify-inductor verify-real verify-offline test test-heavy gate bench venv browser
+.PHONY: verify verify-inductor verify-real verify-offline verify-zoo test test-heavy gate bench venv browser
 
 venv: $(STAMP)
 
@@ -45,6 +45,15 @@ verify-real: $(STAMP)
 # whole core number x input format grid, the full-size network): docs/fusion.md.
 verify-offline: $(STAMP)
 	$(BIN)/mluverify run suites/networks/test_yolov3.py --target mlu:offline --report reports/runs/offline -- --mlu-heavy
+
+# The model zoo (suites/zoo: PyTorch's timm list and 65 Hugging Face architectures; docs/zoo.md), out of
+# make verify, on ZOO_TARGETS, split across processes (-n auto; ZOO_ARGS="--splits 4 --group 1" splits it
+# across CI jobs with pytest-split), failing cases dumped for dump-diff; the dashboard is
+# reports/runs/zoo/zoo.md. Needs the zoo extra: .venv/bin/pip install -c constraints.txt -e '.[zoo]'.
+ZOO_TARGETS ?= mlu:cnnl mlu:cnml
+verify-zoo: $(STAMP)
+	$(BIN)/mluverify run suites/zoo $(foreach t,$(ZOO_TARGETS),--target $(t)) --report reports/runs/zoo -- \
+	  --mlu-dump=fail $(ZOO_ARGS)
 
 # The default suites against the committed baseline; fails on any regression (CI runs it).
 gate: $(STAMP)

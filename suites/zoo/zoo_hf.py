@@ -100,8 +100,8 @@ HF_ARCHITECTURES: dict[str, HfArchitecture] = {
     "hf_falcon": HfArchitecture("FalconForCausalLM", "FalconConfig", DECODER, TOKENS),
     "hf_bloom": HfArchitecture("BloomForCausalLM", "BloomConfig", DECODER, TOKENS),
     "hf_codegen": HfArchitecture("CodeGenForCausalLM", "CodeGenConfig", DECODER, TOKENS, {"rotary_dim": 8}),
-    "hf_stablelm": HfArchitecture("StableLmForCausalLM", "StableLmConfig", DECODER, TOKENS,
-                                  {"partial_rotary_factor": 0.5}),
+    # its eager CPU run raises at this size in transformers 5.24 (a size-0 rotary slice): fail_to_run
+    "hf_stablelm": HfArchitecture("StableLmForCausalLM", "StableLmConfig", DECODER, TOKENS),
     "hf_starcoder2": HfArchitecture("Starcoder2ForCausalLM", "Starcoder2Config", DECODER, TOKENS,
                                     {"num_key_value_heads": 2}),
     "hf_olmo": HfArchitecture("OlmoForCausalLM", "OlmoConfig", DECODER, TOKENS),
