@@ -67,3 +67,17 @@ def test_an_unknown_model_names_close_matches():
 
     with pytest.raises(ValueError, match=r"'hf_brt': did you mean hf_bert"):
         find_models(["hf_bert", "hf_brt"])
+
+
+def test_op_coverage_lists_the_pairs_the_op_suites_never_test():
+    from zoo.op_coverage import base_name, report
+
+    assert [base_name(op) for op in ("aten::native_layer_norm.default", "aten::add_.Tensor", "aten::_to_copy")] == \
+        ["layer_norm", "add", "to_copy"]
+    pairs = {("convolution", "float32"): (3, "timm/a.py:1"), ("hardswish", "float32"): (2, "timm/b.py:2"),
+             ("gelu", "float16"): (1, "hf/c.py:3"), ("view", "float32"): (4, "hf/d.py:4")}
+    text = report(pairs, {("conv2d", "float32"), ("gelu", "float32")})
+    assert "| hardswish | float32 | no | 2 | timm/b.py:2 |" in text
+    assert "| gelu | float16 | yes | 1 | hf/c.py:3 |" in text  # tested, in float32 only
+    assert "convolution" not in text  # tested as conv2d
+    assert text.index("Layout ops") < text.index("| view | float32 |")
