@@ -1,6 +1,6 @@
 """TVM's ``aten.native_layer_norm`` returns its mean and rstd outputs in the input's shape
 (1x2x3) instead of torch's (1x2x1: one statistic per normalized row), so a program that uses them
-sees other values broadcast.
+sees other values broadcast. ``native_group_norm`` likewise (OpInfo's sample: 1x6x3 for torch's 1x2).
 
 apache-tvm 0.27.0.post1, torch 2.14.1; upstream: not found reported (apache/tvm issues searched for
 native_layer_norm mean rstd shape in the Relax PyTorch front end). Exits non-zero while the
