@@ -5,7 +5,9 @@ judged against the CPU and a float64 run, findings shrunk and kept as a corpus.
 - ``program``: programs as data (versioned JSON) and the Python they stand for;
 - ``generate``: hypothesis strategies, valid by construction (meta tensors), finite on the CPU;
 - ``differential``: one program judged on one target (``mluverify.compare``, golden blame);
-- ``isolation``: targets in a child process, so a crash is a finding;
+- ``isolation``: targets in a child process, so a crash or a hang (a time limit) is a finding;
+- ``coverage``: what campaigns judged per target, op and dtype, and the steering of draws
+  towards the least judged;
 - ``reduce``: graph passes after hypothesis's shrinking;
 - ``corpus``: findings (signed by their culprit op or op sequence), their file format,
   deduplication, merging, fixed findings retired to ``fixed/``, standalone scripts;
