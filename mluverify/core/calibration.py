@@ -22,10 +22,11 @@ _CALIBRATION: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar("
 def calibrating_on(batches: Sequence[Any] | None, case: Case, backend: Backend) -> Iterator[tuple[Any, ...]]:
     """``case`` run inside the block calibrates on ``batches`` (each a tensor or a tuple of
     positional arguments); ``None`` or empty: on its own inputs. A set needs a quantization
-    (else InvalidArgument) and a mode of ``backend`` that calibrates on one (else Unsupported:
-    the case is skipped rather than calibrated on other data than it says)."""
+    (else InvalidArgument); a quantizing mode of ``backend`` that calibrates otherwise skips the
+    case (Unsupported) rather than calibrate on other data than it says (a mode that quantizes
+    nothing refuses the quantization itself)."""
     chosen = checked_batches(batches, quant=case.quant)
-    if chosen and case.mode not in backend.calibrating_modes:
+    if chosen and case.mode in backend.quantizing_modes and case.mode not in backend.calibrating_modes:
         takers = ", ".join(f"{backend.name}:{mode}" for mode in backend.calibrating_modes) or "none"
         raise Unsupported(f"{case.target} calibrates on the case's own inputs and takes no calibration= set "
                           f"(the modes of {backend.name} that do: {takers})")

@@ -3,11 +3,13 @@ its inputs, its planted outlier, and a case run through a pipeline (the ``pipeli
 of conftest.py)."""
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
 from mluverify.core.case import Case, Target
 from mluverify.core.pipeline import Outcome, Pipeline
+from mluverify.errors import Unsupported
 
 
 def cnn() -> nn.Module:
@@ -33,3 +35,16 @@ def run_case(pipeline: Pipeline, target: Target, model: nn.Module, *args: torch.
              dtype: str = "float32") -> Outcome:
     """``model(*args)`` verified on ``target`` as case ``t[<target>]``."""
     return pipeline.verify(model, args, {}, Case(f"t[{target}]", "cnn", target, quant=quant, dtype=dtype))
+
+
+def check_refusals(pipeline: Pipeline, target: Target, float_target: Target) -> None:
+    """``target`` (an int8 mode) skips what it does not run as asked, and so does ``float_target``
+    of the same back end for a quantized case, naming ``target`` as the mode that quantizes."""
+    with pytest.raises(Unsupported, match=rf"{target} runs int8 models only: ask for quant='int8'"):
+        run_case(pipeline, target, cnn(), images(), quant="")
+    with pytest.raises(Unsupported, match=r"dtype is 'float16'"):
+        run_case(pipeline, target, cnn(), images(), dtype="float16")
+    with pytest.raises(Unsupported, match=rf"quantizes nothing.*the modes that quantize: {target}"):
+        run_case(pipeline, float_target, cnn(), images())
+    with pytest.raises(Unsupported, match=r"has none left to quantize"):
+        run_case(pipeline, target, nn.ReLU(), images())

@@ -20,12 +20,12 @@ import pytest
 import torch
 from torch import nn
 
-from int8_models import cnn, images, run_case, with_outlier
+from int8_models import check_refusals, cnn, images, run_case, with_outlier
 
 from mluverify.core.calibration import calibrating_on
 from mluverify.core.case import Case, Target
 from mluverify.core.pipeline import Pipeline
-from mluverify.errors import BackendError, InvalidArgument, Unsupported
+from mluverify.errors import BackendError, InvalidArgument
 from mluverify.plugins.openvino_backend import OpenVinoBackend
 from mluverify.plugins.openvino_int8_backend import (
     OpenVinoQuantization, compile_saved, int8_layers, layer_errors, openvino_quantization, quantize, run_saved,
@@ -194,14 +194,7 @@ def test_a_model_the_converter_cannot_convert_errors_with_its_message(openvino_i
 
 
 def test_cases_int8_does_not_run_as_asked_are_refused(openvino_int8, pipeline):
-    with pytest.raises(Unsupported, match=r"openvino:int8 runs int8 models only: ask for quant='int8'"):
-        _verify(pipeline, cnn(), images(), quant="")
-    with pytest.raises(Unsupported, match=r"dtype is 'float16'"):
-        _verify(pipeline, cnn(), images(), dtype="float16")
-    with pytest.raises(Unsupported, match=r"quantizes nothing.*the modes that quantize: openvino:int8"):
-        _verify(pipeline, cnn(), images(), target=Target("openvino", "cpu"))
-    with pytest.raises(Unsupported, match=r"has none left to quantize"):
-        _verify(pipeline, nn.ReLU(), images())
+    check_refusals(pipeline, INT8, Target("openvino", "cpu"))
 
 
 def test_int8_is_a_mode_of_the_openvino_back_end_with_its_own_install_line(monkeypatch):

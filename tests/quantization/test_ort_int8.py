@@ -13,8 +13,9 @@ import pytest
 import torch
 from torch import nn
 
-from int8_models import cnn, images, run_case, with_outlier
+from int8_models import check_refusals, cnn, images, run_case, with_outlier
 
+from mluverify.core.backends import Backend
 from mluverify.core.calibration import calibrating_on
 from mluverify.core.case import Case, Target
 from mluverify.core.config import Settings
@@ -149,14 +150,7 @@ def test_a_model_the_exporter_cannot_export_errors_with_its_message(ort_availabl
 
 
 def test_cases_int8_does_not_run_as_asked_are_refused(ort_available, pipeline):
-    with pytest.raises(Unsupported, match=r"ort:int8 runs int8 models only: ask for quant='int8'"):
-        _verify(pipeline, cnn(), images(), quant="")
-    with pytest.raises(Unsupported, match=r"dtype is 'float16'"):
-        _verify(pipeline, cnn(), images(), dtype="float16")
-    with pytest.raises(Unsupported, match=r"quantizes nothing.*the modes that quantize: ort:int8"):
-        _verify(pipeline, cnn(), images(), target=Target("ort", "cpu"))
-    with pytest.raises(Unsupported, match=r"has none left to quantize"):
-        _verify(pipeline, nn.ReLU(), images())
+    check_refusals(pipeline, INT8, Target("ort", "cpu"))
 
 
 def test_int8_is_a_mode_of_every_ort_back_end_a_plugin_adds():
@@ -171,9 +165,19 @@ def test_a_calibration_set_needs_a_quantization_and_batches():
     with pytest.raises(InvalidArgument, match=r"calibration= calibrates a quantization.*give quant='int8'"), \
             calibrating_on([images()], Case("t", "cnn", INT8), OrtBackend()):
         pass
-    emulator_like = Case("t", "cnn", Target("ort", "cpu"), quant="int8")  # a mode that calibrates on its inputs
-    with pytest.raises(Unsupported, match=r"ort:cpu calibrates on the case's own inputs.*that do: ort:int8"), \
-            calibrating_on([images()], emulator_like, OrtBackend()):
+    with pytest.raises(Unsupported, match=r"own:int8 calibrates on the case's own inputs.*that do: none"), \
+            calibrating_on([images()], Case("t", "cnn", Target("own", "int8"), quant="int8"), _OwnInputsOnly()):
         pass
+
+
+class _OwnInputsOnly(Backend):
+    """A back end whose int8 mode calibrates on the case's own inputs (as the emulator's modes)."""
+
+    name = "own"
+    modes = {"int8": "cnml"}
+    quantizing_modes = ("int8",)
+
+    def execute(self, fn, args, kwargs, *, case):
+        raise AssertionError("not run")
     with pytest.raises(InvalidArgument, match=r"a sequence of batches, got one Tensor of shape \(2, 3, 16, 16\)"):
         OrtQuantization(calibration=images())
