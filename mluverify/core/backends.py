@@ -27,13 +27,17 @@ class GroupOutputs:
     device computed them and those of the group's own (unfused) graph run on the CPU in float32
     given the same inputs, both on the CPU. A kernel error that later ops damp below the case's
     bound still shows in the outputs of its group. ``unjudged``: why the group has no reference
-    (its graph raised on the CPU), "" when it has one."""
+    (its graph raised on the CPU), "" when it has one. ``inside``: for a value computed inside
+    the group rather than its outputs (an error the group's own later ops damp), the value's
+    name; ``ops`` is then the op that computed it and ``expected`` the value of the group's graph
+    on the CPU there."""
 
     name: str
     ops: tuple[str, ...]
     actual: tuple[Any, ...]
     expected: tuple[Any, ...]
     unjudged: str = ""
+    inside: str = ""
 
 
 @dataclass(frozen=True)

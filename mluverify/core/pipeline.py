@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping, Protocol
 import pluggy
 
 from mluverify.core import status as statuses
-from mluverify.core.backends import Backend, BackendRegistry, Execution, map_tensors
+from mluverify.core.backends import Backend, BackendRegistry, Execution, GroupOutputs, map_tensors
 from mluverify.core.case import Case, Target
 from mluverify.core.config import Settings
 from mluverify.core.expectations import Waiver
@@ -216,15 +216,14 @@ class Pipeline:
         group and its ops. Also a note naming the groups left unjudged, and why."""
         if tolerance.needs_golden:
             tolerance = policy(policy_name(backend, case))
-        unjudged = "; ".join(f"fusion group {group.name} not judged: its own graph raised on the CPU ({group.unjudged})"
+        unjudged = "; ".join(f"{_group_value(group)} not judged: its own graph raised on the CPU ({group.unjudged})"
                              for group in execution.groups if group.unjudged)
         comparisons = []
         for group in (group for group in execution.groups if not group.unjudged):
             verdict = self._compare(upcast_floating(group.actual), group.expected, None, tolerance, case, checks)
-            ops = f"{len(group.ops)} ops: {', '.join(dict.fromkeys(group.ops))}"
             comparisons.append(_Comparison(GROUP, replace(
-                verdict, leaf=group.name + verdict.leaf,
-                reason=f"fusion group {group.name} ({ops}) against its own graph on the CPU: {verdict.reason}"), ()))
+                verdict, leaf=f"{group.name}{'.' + group.inside if group.inside else ''}{verdict.leaf}",
+                reason=f"{_group_value(group)} against its own graph on the CPU: {verdict.reason}"), ()))
         return comparisons, unjudged
 
     def _judge_gradients(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any],
@@ -342,6 +341,13 @@ class Pipeline:
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
+
+
+def _group_value(group: GroupOutputs) -> str:
+    """What a group comparison compares, for its reason: the group's outputs, or a value inside it."""
+    if group.inside:
+        return f"value {group.inside} ({', '.join(group.ops) or 'any op'}) inside fusion group {group.name}"
+    return f"fusion group {group.name} ({len(group.ops)} ops: {', '.join(dict.fromkeys(group.ops))})"
 
 
 # The kind of a fusion group's comparison (beside ``gradients.OUTPUT``, ``GRAD``, ``PARAM``).

@@ -8,7 +8,6 @@ so it lives with the back end, not in the device. Importing it registers the emu
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import tempfile
 from pathlib import Path
@@ -20,7 +19,7 @@ from torch import nn
 from mluverify.core.backends import GroupOutputs, map_tensors
 from mluverify.core.case import Case
 from mluverify.device.fusion import FusionSummary, fuse
-from mluverify.device.fusion.debug import recording_group_runs
+from mluverify.device.fusion.debug import GroupRun, recording_group_runs
 from mluverify.device.fusion.runtime import FUSED
 from mluverify.errors import Unsupported
 from mluverify.plugins._bound_call import BoundCall
@@ -53,17 +52,29 @@ def prepared(fn: Callable, args: tuple, kwargs: dict, case: Case) -> nn.Module:
 def run_fused(fn: Callable, args: tuple, kwargs: dict, case: Case) -> tuple[Any, FusionSummary, tuple[GroupOutputs, ...]]:
     """Run ``fn`` on ``mlu`` fused (``fuse``), as the ``cnml`` mode of the ``mlu`` back end;
     return the output, how the call ran and what each fusion group computed beside its own
-    graph on the CPU (``FUSED_KERNEL_DEBUG=cpu``'s pair, kept in memory). A call fused whole
-    into one group hands over none: that group's outputs are the call's, judged already."""
+    graph on the CPU (``FUSED_KERNEL_DEBUG=cpu``'s pair, kept in memory), with the value inside
+    each group furthest from that graph. A call fused whole into one group hands over only the
+    inner value: that group's outputs are the call's, judged already."""
     inputs = map_tensors(_to_mlu, args)
     with torch.no_grad():
         fused = fuse(prepared(fn, args, kwargs, case).to("mlu"), inputs)
         built = fused.runtime.summary()  # the program fuse() built for these inputs
         whole = built.executed_as == FUSED and len(built.groups) == 1
-        with contextlib.nullcontext([]) if whole else recording_group_runs() as runs:
+        with recording_group_runs(outputs=not whole) as runs:
             output = fused(*inputs)
-    groups = tuple(GroupOutputs(run.group, run.ops, run.fused, run.reference, run.unjudged) for run in runs)
-    return output, fused.runtime.summary(), groups
+    return output, fused.runtime.summary(), tuple(pair for run in runs for pair in _group_pairs(run, whole))
+
+
+def _group_pairs(run: GroupRun, whole: bool) -> tuple[GroupOutputs, ...]:
+    """What one group call hands over to be judged: its outputs (unless the call was fused whole:
+    they are the call's) and the value inside it furthest from its graph on the CPU."""
+    outputs = () if whole else (GroupOutputs(run.group, run.ops, run.fused, run.reference, run.unjudged),)
+    if run.inner_unjudged:
+        return (*outputs, GroupOutputs(run.group, (), (), (), run.inner_unjudged, inside="inner values"))
+    if run.inner is None:
+        return outputs
+    inner = run.inner
+    return (*outputs, GroupOutputs(run.group, (inner.op,), (inner.fused,), (inner.reference,), inside=inner.node))
 
 
 def run_offline(fn: Callable, args: tuple, kwargs: dict, case: Case) -> Any:

@@ -120,9 +120,87 @@ def test_a_group_whose_cpu_graph_raises_is_left_unjudged_and_the_model_still_run
     assert run.reference == () and run.unjudged.startswith("RuntimeError: ")
 
 
+ROOT = Path(__file__).resolve().parents[2]
+BERT_CASE = "bert_encoder and float32 and not quantized and not bfloat16"
+
+
+def _bert_case(tmp_path: Path, *plugins: str) -> tuple[str, pd.DataFrame]:
+    """The network suite's BERT encoder case on mlu:cnml (MLU270), with the given plugins."""
+    report = tmp_path / "run"
+    loaded = [arg for plugin in plugins for arg in ("-p", plugin)]
+    ran = subprocess.run([sys.executable, "-m", "pytest", "-p", "mluverify", *loaded, "suites/networks/test_networks.py",
+                          "-k", BERT_CASE, "--mlu-target=mlu:cnml", "--mlu-core-version=MLU270", f"--mlu-report={report}",
+                          "-p", "no:cacheprovider", "-p", "no:randomly", "-q", "-n", "0"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(PLUGIN.parent), os.environ.get("PYTHONPATH"))))})
+    return ran.stdout + ran.stderr, pd.read_parquet(report / "records.parquet")
+
+
+def test_an_error_damped_inside_one_group_fails_the_network_case_by_the_value_inside(tmp_path):
+    """The BERT encoder fuses whole into one group, softmax included: the planted 3 % on
+    ``q @ k^T`` leaves the output within cnml's bound, but the value inside the group furthest
+    from the group's graph on the CPU is that bmm's, and it fails the case."""
+    output, records = _bert_case(tmp_path, "planted_transposed_matmul")
+    assert "1 failed" in output, output[-3000:]
+    case = records.set_index("kind")
+    assert bool(case.loc["output", "passed"]) and case.loc["output", "value"] < 0.02
+    inner = case.loc["group"]
+    assert inner["leaf"].startswith("MLUFusionGroup0.bmm") and not inner["passed"] and inner["value"] > 0.03
+    assert "(aten::bmm) inside fusion group MLUFusionGroup0 against its own graph on the CPU" in inner["reason"]
+    assert f"Mismatch at output {inner['leaf']}" in output
+
+
+def test_the_clean_network_case_passes_with_its_inner_values_judged(tmp_path):
+    output, records = _bert_case(tmp_path)
+    assert "1 passed" in output, output[-3000:]
+    inner = records.set_index("kind").loc["group"]
+    assert inner["leaf"].startswith("MLUFusionGroup0.") and bool(inner["passed"]) and 0 < inner["value"] < 0.002
+
+
+def test_the_worst_inner_value_is_the_planted_kernels_and_the_outputs_are_the_engines():
+    """An engine whose mm kernel is 3 % off (its ATen op noted, as the fused-numerics passes do):
+    the softmax after it damps the error in the output; the inner value kept is the mm's, 3 % off
+    its ATen op on the same reference values, and the outputs are the engine's own, bit for bit."""
+    import torch
+    from torch import fx
+
+    from mluverify.device.fusion import numerics
+    from mluverify.device.fusion.inner import run_beside_reference
+
+    def planted_mm(a, b):
+        return torch.ops.aten.mm.default(a, b) * 1.03
+
+    engine = fx.symbolic_trace(lambda x, w: torch.ops.aten._softmax.default(torch.ops.aten.mm.default(x, w), -1, False))
+    (mm,) = [n for n in engine.graph.nodes if n.target is torch.ops.aten.mm.default]
+    mm.meta[numerics.ATEN_OP], mm.target = mm.target, planted_mm
+    engine.recompile()
+    torch.manual_seed(0)
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    beside = run_beside_reference(engine, [x, w])
+    assert torch.equal(beside.outputs, engine(x, w)) and not beside.unjudged
+    assert beside.worst.node == mm.name and beside.worst.op == "aten::mm"
+    assert beside.worst.rel_mse == pytest.approx(0.03, rel=1e-3)
+    assert torch.equal(beside.worst.reference, x @ w)
+    damped = torch.linalg.vector_norm(beside.outputs - torch.softmax(x @ w, -1)) / torch.linalg.vector_norm(torch.softmax(x @ w, -1))
+    assert damped < beside.worst.rel_mse
+
+
+def test_a_device_kernel_without_its_aten_op_leaves_the_inner_values_unjudged():
+    """A kernel the passes did not note the ATen op of must not serve as its own reference."""
+    import torch
+    from torch import fx
+
+    from mluverify.device.fusion.inner import run_beside_reference
+
+    engine = fx.symbolic_trace(lambda x: torch.relu(x) * 2)
+    beside = run_beside_reference(engine, [torch.randn(3)])
+    assert beside.worst is None and "no ATen op known for" in beside.unjudged
+
+
 def test_only_a_call_split_into_groups_hands_its_groups_over(monkeypatch):
-    """Fused whole into one group, the group's outputs are the case's, judged already; split
-    (here by a forced fallback), each group is handed over with its ops."""
+    """Fused whole into one group, the group's outputs are the case's, judged already: only the
+    value inside it furthest from its graph on the CPU is handed over; split (here by a forced
+    fallback), each group is handed over with its ops, and its inner value beside it."""
     import torch
 
     from mluverify.core.case import Case, Target
@@ -133,10 +211,13 @@ def test_only_a_call_split_into_groups_hands_its_groups_over(monkeypatch):
     x = torch.randn(4, 8)
     case = Case("case", "mlp", Target("mlu", "cnml"))
     _, summary, groups = run_fused(model, (x,), {}, case)
-    assert summary.executed_as == "fused" and len(summary.groups) == 1 and groups == ()
+    assert summary.executed_as == "fused" and len(summary.groups) == 1
+    assert [(g.name, g.ops, g.inside[:5]) for g in groups] == [("MLUFusionGroup0", ("aten::addmm",), "addmm")]
     monkeypatch.setenv("DEBUG_FORCED_FALLBACK_OPS", "aten::relu")
     _, summary, groups = run_fused(model, (x,), {}, case)
     assert summary.executed_as == "partially fused"
-    assert [(g.name, g.ops) for g in groups] == [("MLUFusionGroup0", ("aten::linear",)),
-                                                 ("MLUFusionGroup1", ("aten::linear",))]
+    assert [(g.name, g.ops) for g in groups if not g.inside] == [("MLUFusionGroup0", ("aten::linear",)),
+                                                                 ("MLUFusionGroup1", ("aten::linear",))]
+    assert [(g.name, g.ops) for g in groups if g.inside] == [("MLUFusionGroup0", ("aten::addmm",)),
+                                                             ("MLUFusionGroup1", ("aten::addmm",))]
     assert all(g.actual[0].shape == g.expected[0].shape and not g.unjudged for g in groups)

@@ -7,7 +7,8 @@ each loadable with ``torch.load``, plus ``fused_kernel_debug_index.csv`` with on
 (in the order the groups ran), the group's ops and the output's rel_mse against the reference.
 
 ``recording_group_runs()`` keeps the same data in memory, the ``cpu`` reference, for the calls
-of one block (the ``mlu:cnml`` target judges every group by it).
+of one block, with the value computed inside each group furthest from its graph on the CPU (the
+``mlu:cnml`` target judges every group by them).
 """
 from __future__ import annotations
 
@@ -17,12 +18,13 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 
 from mluverify.device._contextvars import block
 from mluverify.device.fusion.errors import DebugDirError
+from mluverify.device.fusion.inner import InnerValue
 
 INDEX_NAME = "fused_kernel_debug_index.csv"
 REFERENCE_PREFIX = {"cpu": "cpu_jitouttensor", "cnnl": "catch_cnnl_jitouttensor"}
@@ -89,26 +91,42 @@ class GroupRun:
     """One call of a fusion group: its name, its ops, its fused outputs and the outputs of its
     unfused graph on the CPU in float32 given the same inputs (``FUSED_KERNEL_DEBUG=cpu``'s
     pair), as CPU tensors of their own; ``unjudged``: why there is no reference (its graph
-    raised on the CPU), "" when there is one."""
+    raised on the CPU), "" when there is one. ``inner``: the value computed inside the group
+    furthest from the group's graph on the CPU (``fusion.inner``), None when none was computed
+    or it could not be judged (``inner_unjudged`` says why). Without ``outputs`` recorded (see
+    ``recording_group_runs``), ``fused`` and ``reference`` are empty."""
 
     group: str
     ops: tuple[str, ...]
     fused: tuple[torch.Tensor, ...]
     reference: tuple[torch.Tensor, ...]
     unjudged: str = ""
+    inner: InnerValue | None = None
+    inner_unjudged: str = ""
 
 
-_GROUP_RUNS: contextvars.ContextVar[list[GroupRun] | None] = contextvars.ContextVar(
+@dataclass(frozen=True)
+class GroupRecording:
+    """The block being recorded: the runs so far and whether the groups' outputs are wanted."""
+
+    runs: list[GroupRun]
+    outputs: bool
+
+
+_GROUP_RUNS: contextvars.ContextVar[GroupRecording | None] = contextvars.ContextVar(
     "mluverify_group_runs", default=None)
 
 
-def recording_group_runs() -> contextlib.AbstractContextManager[list[GroupRun]]:
+@contextlib.contextmanager
+def recording_group_runs(outputs: bool = True) -> Iterator[list[GroupRun]]:
     """``with recording_group_runs() as runs:`` every fusion group called in the block appends
-    its ``GroupRun`` to ``runs``, in the order the groups ran (each costs a CPU run of the
-    group's graph)."""
-    return block(_GROUP_RUNS, [])
+    its ``GroupRun`` to ``runs``, in the order the groups ran: each call costs a CPU run of the
+    group's graph beside the engine, and with ``outputs`` one more of the graph as captured
+    (``outputs=False`` where the groups' outputs are judged already: a call fused whole)."""
+    with block(_GROUP_RUNS, GroupRecording([], outputs)) as recording:
+        yield recording.runs
 
 
-def group_runs() -> list[GroupRun] | None:
-    """The list the block being recorded appends to (None outside ``recording_group_runs``)."""
+def group_runs() -> GroupRecording | None:
+    """The block being recorded (None outside ``recording_group_runs``)."""
     return _GROUP_RUNS.get()

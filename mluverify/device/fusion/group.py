@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 import operator
-from typing import Callable
+from dataclasses import replace
 
 import torch
 import torch.utils._pytree as pytree
 from torch import fx, nn
 
 from mluverify.device.fusion import _device, numerics
-from mluverify.device.fusion.debug import DebugWriter, GroupRun, group_runs
+from mluverify.device.fusion.debug import DebugWriter, GroupRecording, GroupRun, group_runs
+from mluverify.device.fusion.inner import BesideReference, run_beside_reference
 from mluverify.device.fusion.settings import op_name
 from mluverify.device.kernels import kernel_mode
 
@@ -41,11 +42,17 @@ class FusedGroup(nn.Module):
 
     def forward(self, *inputs: object) -> object:
         cpu_inputs = [_device.as_cpu(x) if _device.on_device(x) else x for x in inputs]
+        recording = group_runs()
         with kernel_mode("cnml"):  # the kernels' fused numerics: reductions on core_number cores
-            outputs = self.engine(*cpu_inputs)
-        recorded = group_runs()
-        if self.debug is not None or recorded is not None:
-            self._observe(inputs, outputs, recorded)
+            if recording is None:
+                outputs, beside = self.engine(*cpu_inputs), None
+            else:  # the same engine run, node by node beside the group's graph on the CPU
+                beside = run_beside_reference(self.engine, cpu_inputs)
+                outputs = beside.outputs
+        if self.debug is not None:
+            self._observe(inputs, outputs, None, None)
+        if recording is not None:
+            self._observe(inputs, outputs, recording, beside)
         if not any(_device.on_device(x) for x in inputs):
             return outputs
         # An output must not take over the memory of an input or a constant.
@@ -62,28 +69,27 @@ class FusedGroup(nn.Module):
             args.insert(index, convert(self._reference_constants[index]))
         return self._reference(*args)
 
-    def _observe(self, inputs: tuple, outputs: object, recorded: list[GroupRun] | None) -> None:
-        """Hand this call's outputs and its reference run to ``FUSED_KERNEL_DEBUG`` and to the
-        block recording group runs (``recorded``), running each reference mode once."""
-        fused, references = _cpu_leaves(outputs), {}
+    def _observe(self, inputs: tuple, outputs: object, recording: GroupRecording | None,
+                 beside: BesideReference | None) -> None:
+        """Hand this call's outputs and its reference run to ``FUSED_KERNEL_DEBUG`` (no
+        ``recording``) or to the block recording group runs (with the inner values ``beside``
+        the engine found)."""
+        fused = _cpu_leaves(outputs)
+        if recording is None:
+            self.debug.save(self.name, fused, _cpu_leaves(self.reference_outputs(inputs, self.debug.reference)), self.ops)
+        elif not recording.outputs:
+            recording.runs.append(GroupRun(self.name, self.ops, (), (), "", beside.worst, beside.unjudged))
+        else:
+            recording.runs.append(replace(self._group_run(inputs, fused), inner=beside.worst,
+                                          inner_unjudged=beside.unjudged))
 
-        def reference(mode: str) -> list[torch.Tensor]:
-            if mode not in references:
-                references[mode] = _cpu_leaves(self.reference_outputs(inputs, mode))
-            return references[mode]
-
-        if self.debug is not None:
-            self.debug.save(self.name, fused, reference(self.debug.reference), self.ops)
-        if recorded is not None:
-            recorded.append(self._group_run(fused, reference))
-
-    def _group_run(self, fused: list[torch.Tensor], reference: Callable[[str], list[torch.Tensor]]) -> GroupRun:
+    def _group_run(self, inputs: tuple, fused: list[torch.Tensor]) -> GroupRun:
         """This call as a ``GroupRun`` (copies: the outputs' memory becomes the device tensors').
         Recording must not change how the model runs: a reference graph that raises on the CPU
         (a float16 LSTM's captured float16 initial states beside float32 weights) leaves the
         group unjudged, with the reason."""
         try:
-            expected = _copies(reference("cpu"))
+            expected = _copies(_cpu_leaves(self.reference_outputs(inputs, "cpu")))
         except Exception as exc:  # noqa: BLE001 - any failure of the reference, reported, not raised
             first_line = (str(exc).strip().splitlines() or [""])[0]
             return GroupRun(self.name, self.ops, _copies(fused), (), f"{type(exc).__name__}: {first_line}")

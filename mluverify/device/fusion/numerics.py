@@ -55,10 +55,13 @@ _IN_PLACE = {aten.relu.default: aten.relu_.default, aten.add.Tensor: aten.add_.T
 # Ops of a captured graph whose device kernel is registered under another name.
 DEVICE_KERNEL_NAMES = {"aten::convolution": "aten::convolution_overrideable"}
 KernelLookup = Callable[[str], "Callable | None"]
+# Node meta key: the ATen op a node computed before the passes gave it a device kernel or its
+# in-place form (what the group's graph on the CPU runs there, ``fusion.inner``).
+ATEN_OP = "mluverify_aten_op"
 
 # Ops whose output holds only values of their inputs (or constants exact in float16): rounding
 # their output to the storage precision changes nothing, so it is skipped.
-_VALUE_PRESERVING = frozenset({
+VALUE_PRESERVING = frozenset({
     operator.getitem, aten.relu.default, aten.relu_.default, aten.hardtanh.default,
     aten.hardtanh_.default, aten.max_pool2d.default, aten.max_pool2d_with_indices.default,
     aten.transpose.int, aten.permute.default, aten.view.default, aten.reshape.default,
@@ -184,7 +187,7 @@ def keep_storage_precision(group: fx.GraphModule, storage: torch.dtype) -> None:
     for node in list(graph.nodes):
         if node.op == "placeholder":
             _insert_after(graph, node, cast_floating, torch.float32)
-        elif node.op == "call_function" and node.target not in _VALUE_PRESERVING:
+        elif node.op == "call_function" and node.target not in VALUE_PRESERVING:
             if _own_dtype(node, storage) == storage:
                 _insert_after(graph, node, round_to, storage)
         elif node.op == "output":
@@ -261,6 +264,7 @@ def use_device_kernels(group: fx.GraphModule, kernel_for: KernelLookup) -> int:
     for node in group.graph.nodes:
         kernel = device_kernel(node.target, kernel_for) if node.op == "call_function" else None
         if kernel is not None and kernel is not node.target:
+            node.meta.setdefault(ATEN_OP, node.target)
             node.target = kernel
             replaced += 1
     group.recompile()
@@ -277,6 +281,7 @@ def compute_in_place(group: fx.GraphModule, kernel_for: KernelLookup) -> int:
         if (node.target in _IN_PLACE and isinstance(operand, fx.Node)
                 and operand.target in _FRESH_RESULT and len(operand.users) == 1
                 and _plain_aten(node.target, kernel_for) and _plain_aten(_IN_PLACE[node.target], kernel_for)):
+            node.meta.setdefault(ATEN_OP, node.target)
             node.target = _IN_PLACE[node.target]
             changed += 1
     group.recompile()
