@@ -30,27 +30,32 @@ def _on_device(tensors: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
 
 def main(names: list[str]) -> None:
     import mluverify.device  # noqa: F401  (registers "mlu")
+    from torch.utils._python_dispatch import _disable_current_modes
+
     from mluverify.dump import capture
 
     models = find_models(names) if names else list(zoo_models().values())
-    built = []
-    for model in models:  # built first: building is not captured, only the forward
-        try:
-            module, inputs = eager(model)
-            built.append((model.name, module.to("mlu"), _on_device(inputs)))
-        except Exception as exc:
-            print(f"{model.name}: left out, it does not build: {type(exc).__name__}: {exc}", flush=True)
     shutil.rmtree(CAPTURED, ignore_errors=True)
     with capture(CAPTURED, model="zoo", max_bytes=MAX_BYTES) as recording:
-        for name, module, inputs in built:
+        for model in models:
             started = time.perf_counter()
+            try:
+                # Built outside the capture (its random initialisation is not the model's ops) and
+                # one at a time: all of them at once would not fit in memory.
+                with _disable_current_modes():
+                    module, inputs = eager(model)
+                    module, inputs = module.to("mlu"), _on_device(inputs)
+            except Exception as exc:
+                print(f"{model.name}: left out, it does not build: {type(exc).__name__}: {exc}", flush=True)
+                continue
             try:
                 with torch.no_grad():
                     module(*inputs)
             except Exception as exc:
-                print(f"{name}: raised on the device, its ops up to the error kept: {type(exc).__name__}: {exc}")
-            print(f"{name}: captured ({time.perf_counter() - started:.1f} s)", flush=True)
-    print(f"zoo: {recording.cases} unique cases of {recording.ops} ops from {len(built)} models")
+                print(f"{model.name}: raised on the device, its ops up to the error kept: {type(exc).__name__}: {exc}")
+            del module, inputs
+            print(f"{model.name}: captured ({time.perf_counter() - started:.1f} s)", flush=True)
+    print(f"zoo: {recording.cases} unique cases of {recording.ops} ops from {len(models)} models")
 
 
 if __name__ == "__main__":
