@@ -35,8 +35,8 @@ class Int8Quantization:
     """The options of an int8 target's quantizer that every runtime has: ``granularity`` of the
     weight scales (``"per-tensor"``, ``"per-channel"``), ``exclude``: layers kept in float (module
     names such as ``"layer1.0.conv1"``, or the runtime's node names), ``calibration``: the batches
-    to calibrate on (each a tensor or a tuple of positional arguments; empty: the case's
-    ``calibration=`` set, else its own inputs). Subclasses add their runtime's knobs and list
+    to calibrate on (each a tensor or a tuple of positional arguments) where the case brings no
+    ``calibration=`` set of its own; empty: the case's own inputs. Subclasses add their runtime's knobs and list
     each knob's valid values in ``choices``."""
 
     target: ClassVar[str] = INT8
@@ -74,10 +74,11 @@ def quantizing_as(current: contextvars.ContextVar[Chosen], quantization: Chosen)
 
 
 def calibration_batches(quantization: Int8Quantization, args: tuple) -> tuple[tuple[Any, ...], str]:
-    """The batches to calibrate on and the record's words for them: ``quantization``'s set, else
-    the case's ``calibration=`` set, else ``(args,)``. InvalidArgument where a per-channel
-    scheme gets fewer samples than ``PER_CHANNEL_SAMPLES`` from a set of its own."""
-    batches = quantization.calibration or current_calibration()
+    """The batches to calibrate on and the record's words for them: the case's ``calibration=``
+    set (as ``verify``'s ``tolerance=`` over a marker, the case's own wins), else
+    ``quantization``'s, else ``(args,)``. InvalidArgument where a per-channel scheme gets fewer
+    samples than ``PER_CHANNEL_SAMPLES`` from a set."""
+    batches = current_calibration() or quantization.calibration
     if not batches:
         return (args,), f"calibrated on the case's inputs ({samples((args,))} sample(s))"
     count = samples(batches)

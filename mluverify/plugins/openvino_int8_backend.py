@@ -119,8 +119,8 @@ def execute_int8(backend: OpenVinoBackend, fn: Callable, args: tuple, kwargs: di
 def quantize(fn: Callable, args: tuple, *, kwargs: dict | None = None, quantization: OpenVinoQuantization | None = None,
              case: Case | None = None, backend: OpenVinoBackend | None = None) -> QuantizedModel:
     """``fn(*args, **kwargs)`` exported, converted (by ``backend``) and quantized by
-    ``nncf.quantize`` as ``quantization`` says (default: the context's), calibrated on its batches,
-    else the case's ``calibration=`` set, else ``args``. A model with no weighted layer left to
+    ``nncf.quantize`` as ``quantization`` says (default: the context's), calibrated on the case's
+    ``calibration=`` set, else its batches, else ``args``. A model with no weighted layer left to
     quantize is ``Unsupported``."""
     import nncf
     from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, QuantizationParameters

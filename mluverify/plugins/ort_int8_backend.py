@@ -100,8 +100,8 @@ def save_int8(fn: Callable, args: tuple, path: str | Path, *, kwargs: dict | Non
               quantization: OrtQuantization | None = None, case: Case | None = None) -> Path:
     """The offline model: ``fn(*args, **kwargs)`` exported to ONNX, quantized by
     ``quantize_static`` as ``quantization`` says (default: the context's, see
-    ``ort_quantization``), calibrated on its batches (else the case's ``calibration=`` set, else
-    ``args``), written to ``path``."""
+    ``ort_quantization``), calibrated on the case's ``calibration=`` set, else its batches, else
+    ``args``, written to ``path``."""
     case = case or Case("save_int8", name_of(fn), _TARGET, quant=INT8)
     return _saved_int8(fn, args, Path(path), kwargs or {}, quantization or _QUANTIZATION.get(), case)[0]
 
