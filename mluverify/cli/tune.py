@@ -8,8 +8,10 @@ import json
 from pathlib import Path
 
 TARGETS = {"mlu:cnml": "fused", "mlu:cnnl": "layer"}
-# Real int8 runtimes: which layers to keep in float, in the runtime's own terms.
-RUNTIME_TARGETS = ("ort:int8",)
+# Real int8 runtimes: which layers to keep in float, in the runtime's own terms (the targets of
+# mluverify.tune.RUNTIMES, named here so that building the parser imports no torch).
+RUNTIME_TARGETS = ("ort:int8", "openvino:int8")
+RUNTIME_OPTIONS = ("scheme", "preset", "granularity")
 # Exit status per outcome (2 is bad input, as for every command).
 EXIT_STATUS = {"within-bound": 0, "tuned": 0, "impossible": 1, "budget-spent": 1}
 
@@ -29,11 +31,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--target", default="mlu:cnml", choices=sorted(TARGETS) + list(RUNTIME_TARGETS),
                         help="mlu:cnml (fused, default), mlu:cnnl (layer by layer, no fusion knobs), or a real "
                              "int8 runtime: ort:int8 (onnxruntime's quantize_static; the answer is its "
-                             "nodes_to_exclude, in quantize_static.json)")
+                             "nodes_to_exclude, in quantize_static.json) or openvino:int8 (NNCF; the answer is "
+                             "its IgnoredScope names, in ignored_scope.json)")
     parser.add_argument("--scheme", default=None,
-                        help="int8 runtime: the quantizer's scheme (ort:int8: s8s8, default, or u8s8)")
+                        help="ort:int8: the quantizer's scheme (s8s8, default, or u8s8)")
+    parser.add_argument("--preset", default=None,
+                        help="openvino:int8: NNCF's preset (performance, default, or mixed)")
     parser.add_argument("--granularity", default=None,
-                        help="int8 runtime: per-tensor (default) or per-channel weight scales")
+                        help="int8 runtime: per-tensor or per-channel weight scales (default: the runtime's, "
+                             "ort:int8 per-tensor, openvino:int8 per-channel)")
     parser.add_argument("--mode", default="inference", choices=("inference", "training"),
                         help="inference (quantize_dynamic_mlu) or training (adaptive_quantize gradients)")
     parser.add_argument("--dtype", default="int8", choices=("int8", "int16"),
@@ -102,7 +108,7 @@ def _check_runtime_options(args: argparse.Namespace) -> None:
     """The options an int8 runtime takes, and the ones it does not."""
     from mluverify.errors import InvalidArgument
 
-    given = [f"--{name}" for name in ("scheme", "granularity") if getattr(args, name) is not None]
+    given = [f"--{name}" for name in RUNTIME_OPTIONS if getattr(args, name) is not None]
     if args.target not in RUNTIME_TARGETS:
         if given:
             raise InvalidArgument(f"{', '.join(given)} set(s) an int8 runtime's quantizer; {args.target} takes "
@@ -116,7 +122,7 @@ def _check_runtime_options(args: argparse.Namespace) -> None:
 
 
 def _runtime_options(args: argparse.Namespace) -> dict:
-    return {name: getattr(args, name) for name in ("scheme", "granularity") if getattr(args, name) is not None}
+    return {name: getattr(args, name) for name in RUNTIME_OPTIONS if getattr(args, name) is not None}
 
 
 def _task(spec: str, script: dict, path: str):

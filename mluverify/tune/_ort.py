@@ -17,14 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from mluverify.core.case import Case, Target
-from mluverify.errors import InvalidArgument, valid_choice
+from mluverify.errors import InvalidArgument
 
 if TYPE_CHECKING:
     import numpy
     import onnx
     import torch.nn as nn
 
-OPTIONS = ("scheme", "granularity")
 ANSWER_FILE = "quantize_static.json"
 SESSION_FILE = "session.json"
 # onnxruntime's session optimizer quantizes the float weights of a node whose input comes from a
@@ -32,6 +31,8 @@ SESSION_FILE = "session.json"
 # per tensor: nodes_to_exclude would not keep it in float. The tuned sessions turn it off.
 DISABLED_OPTIMIZERS = ("WeightBiasQuantization",)
 _QDQ = ("QuantizeLinear", "DequantizeLinear")
+# quantize_static names a quantized initializer after the float one
+QUANTIZED_SUFFIX = "_quantized"
 
 
 class OrtInt8Runtime:
@@ -39,19 +40,19 @@ class OrtInt8Runtime:
     quantized by ``quantize_static`` as ``options`` say (``scheme``, ``granularity``)."""
 
     target = "ort:int8"
+    options = ("scheme", "granularity")
     keep_float_key = "nodes_to_exclude"
 
     def __init__(self, model: "nn.Module", calibration: Sequence[Any], args: tuple, options: Mapping[str, Any]) -> None:
         import onnx
 
+        from mluverify.plugins._int8 import calibration_batches
         from mluverify.plugins.ort_int8_backend import OrtQuantization, prepared_float
 
-        for option in options:
-            if option not in OPTIONS:
-                raise valid_choice(f"{self.target} quantizer option", option, OPTIONS)
-        self.quantization = OrtQuantization(**options)
+        self.quantization = OrtQuantization(**options, calibration=tuple(calibration))
+        batches, _ = calibration_batches(self.quantization, args)  # a per-channel scheme needs enough samples
         self.samples = split_samples(args)
-        self.calibration = [sample for batch in calibration for sample in split_samples(_as_args(batch))]
+        self.calibration = [sample for batch in batches for sample in split_samples(_as_args(batch))]
         self._folder = tempfile.TemporaryDirectory(prefix="mluverify-tune-ort-")
         self.float_path = Path(self._folder.name) / "float.onnx"
         case = Case("tune", type(model).__name__, Target("ort", "int8"), quant="int8")
@@ -76,32 +77,35 @@ class OrtInt8Runtime:
         return run_samples(self._quantize(keep_float), self.samples)
 
     def scores(self) -> dict[str, float]:
-        """Each layer's own error: the relative error (raw rel_mse) of its quantized output
-        beyond the largest of its inputs', ``sqrt(max(0, out**2 - in**2))`` (errors add in
-        energy), from one run of the float and the fully quantized graphs with every layer's
-        input and output added as graph outputs."""
+        """Each layer's own error: the quantization noise of what the quantizer rounds for it,
+        its weights, its activation inputs and its output, added in energy (``sqrt(sum(n**2))``),
+        each the relative error (raw rel_mse) of a ``DequantizeLinear``'s output against the
+        value before its ``QuantizeLinear`` in the same graph (a weight: against the float
+        weight). Local, so a layer inherits nothing from the layers before it (an error that
+        grows downstream would otherwise rank every later layer with it); from one run of the
+        fully quantized graph with those values added as graph outputs."""
         from mluverify.plugins.ort_int8_backend import _layer_outputs
 
+        rounded = _rounded_values(self.int8_graph, self.float_graph)
+        wanted = [*rounded, *(pre for pre in rounded.values() if isinstance(pre, str))]
+        values = _values(self.int8_graph, wanted, self.samples)
+        noise = {post: _relative_error(values[post], values[pre]) if isinstance(pre, str)
+                 else _relative_error(values[post][:len(pre.reshape(-1, *pre.shape[1:]))].reshape(pre.shape), pre)
+                 for post, pre in rounded.items()}  # a weight's value is repeated once per sample
         outputs = _layer_outputs(self.float_graph, self.int8_graph, self._layers)
-        inputs = _activation_inputs(self.int8_graph, self._layers)
-        pairs = [*outputs.values(), *(pair for node in self._layers for pair in inputs[node])]
-        expected = _values(self.float_graph, [float_name for float_name, _ in pairs], self.samples)
-        actual = _values(self.int8_graph, [int8_name for _, int8_name in pairs], self.samples)
-
-        def error(pair: tuple[str, str]) -> float:
-            return _relative_error(actual[pair[1]], expected[pair[0]])
-
-        return {node: math.sqrt(max(0.0, error(outputs[node]) ** 2 - max(map(error, inputs[node]), default=0.0) ** 2))
-                for node in self._layers}
+        by_name = {node.name: node for node in self.int8_graph.graph.node}
+        return {name: math.sqrt(sum(noise.get(value, 0.0) ** 2
+                                    for value in {*by_name[name].input, outputs[name][1]}))
+                for name in self._layers}
 
     def answer(self, keep_float: Sequence[str]) -> dict[str, Any]:
         """``quantize_static``'s keyword arguments (enum members by name), the session's
         ``disabled_optimizers`` and the calibration size."""
         from mluverify.plugins.ort_int8_backend import _quantizer_options
 
-        options = {key: getattr(value, "name", value) for key, value in _quantizer_options(self.quantization).items()}
+        arguments = {key: getattr(value, "name", value) for key, value in _quantizer_options(self.quantization).items()}
         kept = [node for node in self._layers if node in set(keep_float)]
-        return {"quantize_static": {**options, "nodes_to_exclude": kept},
+        return {"quantize_static": {**arguments, "nodes_to_exclude": kept},
                 "session": {"disabled_optimizers": list(DISABLED_OPTIMIZERS)},
                 "calibration_samples": len(self.calibration)}
 
@@ -160,23 +164,32 @@ def exported_float(model: "nn.Module", sample: tuple, path: str | Path) -> Path:
 
 
 def quantized_nodes(graph: "onnx.ModelProto") -> list[str]:
-    """The nodes the quantizer gave a dequantized input (weight or activation), in graph order."""
+    """The nodes the quantizer gave a dequantized input (weight or activation), in graph order,
+    each name once (``quant_pre_process`` gives the reshapes it adds around a Gemm one name, and
+    ``nodes_to_exclude`` then names them all)."""
     dequantized = {node.output[0] for node in graph.graph.node if node.op_type == "DequantizeLinear"}
-    return [node.name for node in graph.graph.node
-            if node.op_type not in _QDQ and any(name in dequantized for name in node.input)]
+    return list(dict.fromkeys(node.name for node in graph.graph.node
+                              if node.op_type not in _QDQ and any(name in dequantized for name in node.input)))
 
 
-def _activation_inputs(graph: "onnx.ModelProto", nodes: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
-    """Node -> (its float input, the dequantized value the int8 graph feeds it) per activation
-    input (a weight is dequantized from a constant, not from a QuantizeLinear)."""
-    from mluverify.plugins.ort_int8_backend import QUANT_INPUT_SUFFIX
+def _rounded_values(graph: "onnx.ModelProto", float_graph: "onnx.ModelProto") -> dict[str, Any]:
+    """Each ``DequantizeLinear`` output of ``graph`` -> what it rounds: the value before its
+    ``QuantizeLinear`` (a name in ``graph``), or for a weight the float initializer (an array)."""
+    from onnx import numpy_helper
 
     quantized_from = {node.output[0]: node.input[0] for node in graph.graph.node if node.op_type == "QuantizeLinear"}
-    dequantized = {node.output[0]: quantized_from[node.input[0]] for node in graph.graph.node
-                   if node.op_type == "DequantizeLinear" and node.input[0] in quantized_from}
-    by_name = {node.name: node for node in graph.graph.node}
-    return {name: [(dequantized[value].removesuffix(QUANT_INPUT_SUFFIX), value) for value in by_name[name].input
-                   if value in dequantized] for name in nodes}
+    weights = {tensor.name: tensor for tensor in float_graph.graph.initializer}
+    rounded: dict[str, Any] = {}
+    for node in graph.graph.node:
+        if node.op_type != "DequantizeLinear":
+            continue
+        source = node.input[0]
+        weight = weights.get(source.removesuffix(QUANTIZED_SUFFIX))
+        if source in quantized_from:
+            rounded[node.output[0]] = quantized_from[source]
+        elif weight is not None:
+            rounded[node.output[0]] = numpy_helper.to_array(weight)
+    return rounded
 
 
 def _values(graph: "onnx.ModelProto", names: Sequence[str], samples: Sequence[tuple]) -> dict[str, "numpy.ndarray"]:

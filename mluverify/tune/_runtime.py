@@ -9,10 +9,12 @@ plus a pytest case. ``RUNTIMES`` maps a target to the class (imported only when 
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import importlib
 from typing import Any, Mapping, Protocol, Sequence
 
+import torch
 import torch.nn as nn
 
 from mluverify.core.task import Task
@@ -23,7 +25,8 @@ from mluverify.tune._objective import Objective
 from mluverify.tune._search import Config, Knob, check_budget, search
 
 # target -> "module:class" of its Int8Runtime
-RUNTIMES = {"ort:int8": "mluverify.tune._ort:OrtInt8Runtime"}
+RUNTIMES = {"ort:int8": "mluverify.tune._ort:OrtInt8Runtime",
+            "openvino:int8": "mluverify.tune._openvino:OpenVinoInt8Runtime"}
 LADDER = ("int8", "float")
 KIND = "runtime"
 
@@ -34,6 +37,8 @@ class Int8Runtime(Protocol):
     InvalidArgument listing the choices)."""
 
     target: str
+    # the quantizer settings it takes (``options``' keys)
+    options: tuple[str, ...]
     # the answer's key for the layers kept in float, in the runtime's terms ("nodes_to_exclude")
     keep_float_key: str
 
@@ -71,13 +76,19 @@ def tune_runtime(target: str, model: nn.Module, calibration: Sequence[Any], inpu
     model on the CPU) or ``task``'s gate on ``inputs``, in at most ``budget`` trials.
 
     :param start: a starting configuration, ``{runtime.keep_float_key: [layer, ...]}``.
-    :param options: the runtime quantizer's settings (``ort:int8``: ``scheme``, ``granularity``).
+    :param options: the runtime quantizer's settings (``ort:int8``: ``scheme``, ``granularity``;
+        ``openvino:int8``: ``preset``, ``granularity``).
     """
     check_budget(budget)
     if not calibration:
         raise InvalidArgument("tuning needs at least one calibration batch")
     args = as_args(inputs)
-    runtime = runtime_class(target)(model, list(calibration), args, dict(options or {}))
+    model = copy.deepcopy(model).eval()  # the user's model keeps its mode
+    cls = runtime_class(target)
+    for option in options or {}:
+        if option not in cls.options:
+            raise valid_choice(f"{target} quantizer option", option, cls.options)
+    runtime = cls(model, list(calibration), args, dict(options or {}))
     objective = Objective(_float_output(model, args), bound, task)
     knobs = [Knob("layer", name, LADDER) for name in runtime.layers()]
     start_config = _start_config(start, runtime, knobs)
@@ -91,10 +102,8 @@ def tune_runtime(target: str, model: nn.Module, calibration: Sequence[Any], inpu
 
 
 def _float_output(model: nn.Module, args: tuple) -> Any:
-    import torch
-
     with torch.no_grad():
-        return model.eval()(*args)
+        return model(*args)
 
 
 def _scores(runtime: Int8Runtime, rung: int) -> dict[str, float]:

@@ -93,6 +93,8 @@ def test_a_task_objective_keeps_the_planted_layer_too(ort_available, planted):
     (["--scheme", "s4s4"], "unknown ort:int8 quantization scheme 's4s4'; valid: 's8s8', 'u8s8'"),
     (["--granularity", "per-row"], "unknown ort:int8 quantization granularity 'per-row'; valid: 'per-channel', "
                                    "'per-tensor'"),
+    (["--granularity", "per-channel"], "ort:int8 per-channel quantization needs at least 19 calibration samples, "
+                                       "the calibration set has 16: give 3 more"),
     (["--dtype", "int16"], "ort:int8 quantizes to int8 and keeps layers in float: --dtype int16"),
     (["--mode", "training"], "ort:int8 tunes inference"),
 ])
