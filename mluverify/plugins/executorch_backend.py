@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from mluverify.core.backends import Backend, BackendRegistry, Execution
 from mluverify.core.case import Case, Target
 from mluverify.core.hookspecs import hookimpl
+from mluverify.core.provenance import is_view
 from mluverify.errors import BackendError, Unsupported, valid_choice
 from mluverify.plugins._exported import export_failure, export_program, exportable, timed
 
@@ -197,8 +198,9 @@ def built(edge: Any, case: Case) -> bytes:
 
 def executed(buffer: bytes | Path, partitioning: Partitioning, program: "torch.export.ExportedProgram", args: tuple,
              case: Case, info: dict[str, Any]) -> Execution:
-    """The case's Execution: ``buffer`` (a program, or its ``.pte`` file) run by ExecuTorch's runtime on ``args``, its outputs in
-    the structure of ``program``'s, ``partitioning`` saying how it ran, ``info`` with the version."""
+    """The case's Execution: ``buffer`` (a program, or its ``.pte`` file) run by ExecuTorch's
+    runtime on ``args``, its outputs in the structure of ``program``'s, ``partitioning`` saying
+    how it ran, ``info`` completed with the release."""
     import torch
     from torch.utils import _pytree
 
@@ -271,8 +273,6 @@ def aten_name(op: Any) -> str:
     """An edge op's ATen name as the device reports fallbacks (``aten::add.Tensor``): a view's
     copying form (``view_copy``) by its view (``aten::view``), a dim-order copy by the copy it
     replaces (``EDGE_PLUMBING``)."""
-    from mluverify.core.provenance import is_view
-
     schema = getattr(op, "_schema", None)
     if schema is None:
         return str(op)
