@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 # The project's expectations files besides [tool.mluverify.waivers], relative to its root.
-DEFAULT_FILES = ("suites/opinfo/waivers.toml", "suites/training/waivers.toml", "reports/inductor/waivers.toml")
+DEFAULT_FILES = ("suites/opinfo/waivers.toml", "suites/training/waivers.toml")  # and the compilers' (reports/*/waivers.toml)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _expectation_files(paths: list[Path] | None) -> list:
     from mluverify.core.config import load_settings
-    from mluverify.core.expectations import load_expectations, pyproject_expectations
+    from mluverify.core.expectations import compiler_waiver_files, load_expectations, pyproject_expectations
     from mluverify.project import find_rootdir, pyproject_of
 
     if paths is not None:
@@ -64,7 +64,8 @@ def _expectation_files(paths: list[Path] | None) -> list:
     root = find_rootdir()
     pyproject = pyproject_of(root)
     return [pyproject_expectations(pyproject, load_settings(pyproject).waivers),
-            *(load_expectations(root / name, skippable=True) for name in DEFAULT_FILES)]
+            *(load_expectations(root / name, skippable=True) for name in DEFAULT_FILES),
+            *(load_expectations(path, skippable=True) for path in compiler_waiver_files(root))]
 
 
 def _records(runs: list[Path]):

@@ -304,6 +304,17 @@ def _toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
 
 
+# The waivers of the compiled targets' known deviations: one file per compiler, beside its
+# reproducers (reports/inductor/waivers.toml, reports/tvm/waivers.toml, ...), relative to the
+# rootdir. Their keys name the target (``*[tvm:cpu-*]``), so the files apply together.
+COMPILER_WAIVERS_GLOB = "reports/*/waivers.toml"
+
+
+def compiler_waiver_files(root: Path) -> list[Path]:
+    """The compiled targets' waiver files under the project root ``root``."""
+    return sorted(Path(root).glob(COMPILER_WAIVERS_GLOB))
+
+
 def load_waivers(path: Path, *, skippable: bool = False) -> dict[str, Waiver]:
     """The waivers of the expectations file ``path`` (``load_expectations``), keyed as written;
     none when the file does not exist."""

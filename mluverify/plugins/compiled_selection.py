@@ -19,8 +19,10 @@ On a target that compiles each case (a mode its back end lists in ``Backend.comp
   OpInfo entry per core version and precision, and the op suites' hypothesis tests draw
   ``FUSED_EXAMPLES`` examples (the first ones of the profile's sequence); ``mlu:cnnl`` runs every
   sample and example with the same kernels;
-- known compiler deviations are waived from ``reports/inductor/waivers.toml`` (case-id glob ->
-  ``reason``, ``until``; each with a minimal reproducer script beside it), as ``mlu_waiver`` marks.
+- known compiler deviations are waived from the compilers' waiver files ``reports/*/waivers.toml``
+  (``reports/inductor/waivers.toml``, ``reports/tvm/waivers.toml``, ...: case-id glob naming the
+  target -> ``reason``, ``until``, ``max``; each with a minimal reproducer script beside it), as
+  ``mlu_waiver`` marks.
 
 The suites themselves are not duplicated: this plugin only selects and marks their items.
 """
@@ -32,11 +34,10 @@ import pytest
 
 from mluverify.core.backends import BackendRegistry
 from mluverify.core.case import Target
-from mluverify.core.expectations import load_waivers, marker_fields, waiver_for
+from mluverify.core.expectations import compiler_waiver_files, load_waivers, marker_fields, waiver_for
 
 FUSED_MODES = ("cnml", "offline")  # each case captured and built into a fused program
 FUSED_EXAMPLES = 3
-WAIVERS_FILE = Path("reports") / "inductor" / "waivers.toml"  # relative to the rootdir
 COMPILED_PROFILE = "mluverify-compiled"
 # Hypothesis always tries the simplest example first (a one-element tensor: the scalar tail of
 # Inductor's loops); the second is a drawn case that reaches its vectorised loops.
@@ -85,7 +86,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if repeated:
         items[:] = [item for item in items if item not in repeated]
         config.hook.pytest_deselected(items=list(repeated))
-    waivers = load_waivers(config.rootpath / WAIVERS_FILE)
+    waivers = {key: waiver for path in compiler_waiver_files(config.rootpath)
+               for key, waiver in load_waivers(path).items()}
     for item in compiled:
         waiver = None if item in repeated else waiver_for(item.nodeid, waivers)
         if waiver is not None:

@@ -1,6 +1,6 @@
 """What the suites run on a compiled target (plugin ``mluverify.plugins.compiled_selection``,
 registered the way ``suites/conftest.py`` does): two hypothesis examples per test instead of the
-profile's, the first sample of each OpInfo-like entry, waivers from reports/inductor/waivers.toml;
+profile's, the first sample of each OpInfo-like entry, waivers from the compilers' reports/*/waivers.toml;
 nothing changes on other targets. No case is verified, so nothing is compiled."""
 from __future__ import annotations
 
@@ -84,6 +84,15 @@ def test_a_compiled_target_runs_fewer_examples_one_sample_per_entry_and_its_waiv
     assert lines.count("drawn cpu:inductor") == EXAMPLES == 2
     assert [line for line in lines if line.startswith("sample")] == ["sample cpu:inductor a 0", "sample cpu:inductor b 0"]
     assert "waiver cpu:inductor a known deviation 2099-01-01" in lines
+
+
+def test_each_compilers_waiver_file_applies(suite, pytester):
+    """A waiver in another compiler's file (``reports/<compiler>/waivers.toml``) marks the case
+    its key names; the Inductor file no longer holds one."""
+    (pytester.path / "reports" / "inductor" / "waivers.toml").write_text("[waivers]\n")
+    (pytester.path / "reports" / "other").mkdir()
+    (pytester.path / "reports" / "other" / "waivers.toml").write_text(WAIVERS.replace("a known", "another"))
+    assert "waiver cpu:inductor another deviation 2099-01-01" in suite("cpu:inductor")
 
 
 def test_other_targets_run_the_suites_unchanged(suite):
