@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -125,42 +126,51 @@ def _blame(records: list[dict], run_dir: Path) -> str:
         return f"dump-diff raised {type(exc).__name__}: {exc}"
 
 
-def _run(request: pytest.FixtureRequest, verify, records: list, run_dir, model: ZooModel, dtype: str,
+def _run(request: pytest.FixtureRequest, verify, records: list, run_dir: Path, model: ZooModel, dtype: str,
          mode: str) -> None:
+    """One zoo case: its row written as it starts and as it ends, then the expected-status gate."""
     require_zoo()
-    target = request.node.callspec.params["mlu_target"]
-    core = request.node.callspec.params.get("mlu_core_version", "")
-    case_id = request.node.nodeid
-    row = ZooRow(case_id, model.name, model.family, model.input_kind, str(target), core, dtype, mode, FAIL_TO_RUN,
-                 KILLED)
+    params = request.node.callspec.params
+    row = ZooRow(request.node.nodeid, model.name, model.family, model.input_kind, str(params["mlu_target"]),
+                 params.get("mlu_core_version", ""), dtype, mode, FAIL_TO_RUN, KILLED)
     write_row(run_dir, row)  # kept if the case kills the process
     started = time.perf_counter()
-    raised: BaseException | None = None
+    try:
+        status, reason, raised = _outcome(verify, records, model, dtype, mode)
+    except pytest.skip.Exception as exc:  # the target does not run this case: no row in the rates
+        write_row(run_dir, replace(row, status=SKIPPED, reason=str(exc)))
+        raise
+    first_bad = _blame(records, run_dir) if status not in (PASS, FAIL_TO_RUN) else ""
+    write_row(run_dir, replace(row, status=status, reason=reason, first_bad_op=first_bad,
+                               seconds=round(time.perf_counter() - started, 3)))
+    _gate(row.case_id, status, reason, raised, request.config.getoption("mlu_zoo_expected") or EXPECTED_FILE)
+
+
+def _outcome(verify, records: list, model: ZooModel, dtype: str,
+             mode: str) -> tuple[str, str, BaseException | None]:
+    """``(status, reason, what verify raised)``: eager twice on the CPU, then ``verify``."""
     try:
         built, inputs, differ = _eager_twice(model, mode)
     except Exception as exc:  # the model itself does not run: not the device's failure
-        status, reason = FAIL_TO_RUN, f"eager CPU run failed: {type(exc).__name__}: {exc}"
-    else:
-        try:
-            verify(built, *inputs, op=model.name, dtype=dtype, quant="int8" if mode == "int8" else "", seed=SEED,
-                   grad=mode == "train")
-        except pytest.skip.Exception as exc:
-            write_row(run_dir, row.__class__(**{**row.__dict__, "status": SKIPPED, "reason": str(exc)}))
-            raise
-        except (Exception, pytest.fail.Exception, pytest.xfail.Exception) as exc:  # a failure, an expected one, the device raising
-            raised = exc
-        status, reason = case_status(records)
-        if differ and status == PASS:
-            status, reason = NONDETERMINISTIC, differ
-    first_bad = _blame(records, run_dir) if status not in (PASS, FAIL_TO_RUN) else ""
-    write_row(run_dir, ZooRow(**{**row.__dict__, "status": status, "reason": reason,
-                                 "seconds": round(time.perf_counter() - started, 3), "first_bad_op": first_bad}))
-    _gate(case_id, status, reason, raised, request.config.getoption("mlu_zoo_expected") or EXPECTED_FILE)
+        return FAIL_TO_RUN, f"eager CPU run failed: {type(exc).__name__}: {exc}", None
+    raised = None
+    try:
+        verify(built, *inputs, op=model.name, dtype=dtype, quant="int8" if mode == "int8" else "", seed=SEED,
+               grad=mode == "train")
+    except (Exception, pytest.fail.Exception, pytest.xfail.Exception) as exc:  # judged below, from the records
+        raised = exc
+    status, reason = case_status(records)
+    if differ and status == PASS:
+        status, reason = NONDETERMINISTIC, differ
+    return status, reason, raised
 
 
 def _gate(case_id: str, status: str, reason: str, raised: BaseException | None, expectations: Path) -> None:
     """The expected status of the case (from ``expectations``), checked in both directions."""
     expected, entry = expected_status(case_id, load_expected(expectations))
+    if entry is not None and entry.expired():
+        pytest.fail(f"the expected status expired on {entry.until} ({entry.reason}); now {status}: {reason}",
+                    pytrace=False)
     problem = gate_message(expected, status, reason)
     if problem is not None:
         pytest.fail(problem, pytrace=False)
