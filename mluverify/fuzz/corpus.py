@@ -270,6 +270,16 @@ _RUNNERS = {
                 '    outputs = main(*(tvm.runtime.tensor(a.numpy()) for a in args))  # one tensor, or a tuple of them\n'
                 '    outputs = [outputs] if isinstance(outputs, tvm.runtime.Tensor) else list(outputs)\n'
                 '    return [torch.from_numpy(o.numpy()) for o in outputs]'),
+    "iree:cpu": ('    import io\n'
+                 '    import iree.compiler\n'
+                 '    import iree.runtime  # torch and the iree packages (compiler, runtime, iree-turbine) only\n'
+                 '    from iree.turbine import aot\n\n' + _EXPORT +
+                 '    bytecode = io.BytesIO()\n'
+                 '    aot.export(exported.run_decompositions(aot.current_aot_decompositions())).mlir_module.write_bytecode(bytecode)\n'
+                 '    binary = iree.compiler.compile_str(bytecode.getvalue(), target_backends=["llvm-cpu"], extra_args=[\n'
+                 '        "--iree-llvmcpu-target-cpu=host", "--iree-input-demote-f64-to-f32=false"])\n'
+                 '    outputs = iree.runtime.load_vm_flatbuffer(binary, driver="local-task").main(*(a.numpy() for a in args))\n'
+                 '    return [torch.from_numpy(o.to_host()) for o in (outputs if isinstance(outputs, tuple) else (outputs,))]'),
 }
 _REGISTRY_RUNNER = ('    from mluverify.cli.fuzz import TargetRunner  # {target} needs mluverify\n'
                     '    from mluverify.fuzz.program import Program\n'
@@ -281,7 +291,7 @@ _REGISTRY_RUNNER = ('    from mluverify.cli.fuzz import TargetRunner  # {target}
 def standalone_script(finding: Finding) -> str:
     """A script that runs the finding's program on its target, the CPU and in float64 and
     prints the errors: torch only for ``cpu:inductor``, torch and the back end's own package for
-    the real compilers of ``_RUNNERS`` (onnxruntime, openvino, executorch, apache-tvm),
+    the real compilers of ``_RUNNERS`` (onnxruntime, openvino, executorch, apache-tvm, iree),
     mluverify's back ends (and the finding's plugins) for other targets."""
     target = finding.judgement.target
     runner = _RUNNERS.get(target) or _REGISTRY_RUNNER.format(

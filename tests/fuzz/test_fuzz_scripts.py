@@ -10,7 +10,7 @@ from test_fuzz_corpus import _finding
 from mluverify.cli.fuzz import TargetRunner
 from mluverify.fuzz.corpus import keep
 
-REAL_COMPILERS = ("ort:cpu", "ort:dynamo", "openvino:cpu", "openvino:default", "executorch:xnnpack", "tvm:cpu")
+REAL_COMPILERS = ("ort:cpu", "ort:dynamo", "openvino:cpu", "openvino:default", "executorch:xnnpack", "tvm:cpu", "iree:cpu")
 
 
 @pytest.mark.heavy  # one export and compile per compiler, each in a fresh process
