@@ -26,7 +26,7 @@ verify-inductor: $(STAMP)
 	$(BIN)/mluverify run suites/networks suites/ops suites/opinfo --target cpu:inductor --report reports/runs/inductor
 
 # The op suites, OpInfo samples and networks on each real compiler whose extra is installed
-# (.venv/bin/pip install -c constraints.txt -e '.[ort-dynamo,openvino,executorch]': out of the default
+# (.venv/bin/pip install -c constraints.txt -e '.[ort-dynamo,openvino,executorch,iree]': out of the default
 # install; docs/backends.md), one report per target under reports/runs/real-<target>; a target whose
 # package is missing is skipped with its install line (the back end's own reason).
 REAL_TARGETS := ort:cpu ort:dynamo openvino:cpu openvino:default executorch:xnnpack tvm:cpu iree:cpu
