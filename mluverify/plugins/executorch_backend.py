@@ -54,6 +54,7 @@ from mluverify.plugins._exported import export_failure, export_program, exportab
 
 if TYPE_CHECKING:
     import torch
+    from torch.utils._pytree import TreeSpec
 
 POLICY = "cnml"
 INT8 = "int8"  # the quantized mode, and the quantization it runs
@@ -123,13 +124,13 @@ class ExecuTorchBackend(Backend):
         args = dense(args)
         if case.mode != INT8:
             with timed(info):
-                program = export_program(exportable(fn, kwargs, case), args, case)
+                program, structure = flat_program(fn, kwargs, args, case)
                 partitioning, buffer = self.compiled(program, case)
-            return executed(buffer, partitioning, program, args, case, info)
+            return executed(buffer, partitioning, structure, args, case, info)
         with tempfile.TemporaryDirectory(prefix="executorch-int8-") as directory:
             with timed(info):  # export, calibration, quantization, lowering: the compile
-                path, program, partitioning = self.saved_int8(fn, args, kwargs, Path(directory) / "case.pte", case)
-            execution = executed(path, partitioning, program, args, case, info)
+                path, structure, partitioning = self.saved_int8(fn, args, kwargs, Path(directory) / "case.pte", case)
+            execution = executed(path, partitioning, structure, args, case, info)
         info["device_impl"] += f" int8: {self.describe()}, calibrated on the case's inputs"
         return execution
 
@@ -139,14 +140,14 @@ class ExecuTorchBackend(Backend):
                 f"{self.granularity})")
 
     def saved_int8(self, fn: Callable, args: tuple, kwargs: dict, path: Path,
-                   case: Case) -> tuple[Path, "torch.export.ExportedProgram", Partitioning]:
+                   case: Case) -> tuple[Path, "TreeSpec", Partitioning]:
         """The offline int8 model of ``fn(*args, **kwargs)`` written to ``path`` (a ``.pte``
-        file), with the quantized program it was lowered from and its partitioning."""
-        float_program = export_program(exportable(fn, kwargs, case), args, case)
+        file), with the structure of its outputs and its partitioning."""
+        float_program, structure = flat_program(fn, kwargs, args, case)
         program = export_program(quantized(float_program, args, self.granularity, case), args, case)
         partitioning, buffer = self.compiled(program, case)
         path.write_bytes(buffer)
-        return path, program, partitioning
+        return path, structure, partitioning
 
     def compiled(self, program: "torch.export.ExportedProgram", case: Case) -> tuple[Partitioning, bytes]:
         """``program`` lowered to XNNPACK and built: how it was partitioned (read before the
@@ -196,16 +197,36 @@ def built(edge: Any, case: Case) -> bytes:
         raise export_failure(case, "ExecuTorch cannot build the program", exc) from exc
 
 
-def executed(buffer: bytes | Path, partitioning: Partitioning, program: "torch.export.ExportedProgram", args: tuple,
-             case: Case, info: dict[str, Any]) -> Execution:
+def flat_program(fn: Callable, kwargs: dict, args: tuple, case: Case) -> tuple["torch.export.ExportedProgram", "TreeSpec"]:
+    """``fn(*args, **kwargs)`` exported with its outputs flattened to a tuple, and the structure
+    to put them back into: an ExecuTorch program cannot hold an output structure that has no
+    serialized name in torch's pytree registry (``torch.max(x, 1)``'s named tuple)."""
+    from torch.utils import _pytree
+
+    from mluverify.plugins._bound_call import BoundCall
+
+    module, structure = exportable(fn, kwargs, case), []
+
+    def flattened(*inputs: Any) -> tuple:
+        leaves, spec = _pytree.tree_flatten(module(*inputs))
+        structure.append(spec)
+        return tuple(leaves)
+
+    outer = BoundCall(flattened, {})
+    outer.held = module  # registered as a submodule: its parameters are the program's, not stray constants
+    program = export_program(outer, args, case)
+    return program, structure[-1]
+
+
+def executed(buffer: bytes | Path, partitioning: Partitioning, spec: "TreeSpec", args: tuple, case: Case,
+             info: dict[str, Any]) -> Execution:
     """The case's Execution: ``buffer`` (a program, or its ``.pte`` file) run by ExecuTorch's
-    runtime on ``args``, its outputs in the structure of ``program``'s, ``partitioning`` saying
-    how it ran, ``info`` completed with the release."""
+    runtime on ``args``, its outputs put back into the structure ``spec``, ``partitioning``
+    saying how it ran, ``info`` completed with the release."""
     import torch
     from torch.utils import _pytree
 
     outputs = run_program(buffer, args, case)
-    spec = program.call_spec.out_spec
     if spec.num_leaves != len(outputs):
         raise BackendError(f"case {case.case_id}: ExecuTorch returned {len(outputs)} outputs for the "
                            f"{spec.num_leaves} of the exported program")

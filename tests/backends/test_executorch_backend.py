@@ -137,6 +137,17 @@ def test_layout_copies_left_to_the_portable_kernels_are_plumbing_not_the_op_unde
     assert torch.equal(execution.output, torch.linspace(-1, 1, 5) + 2)
 
 
+def test_a_named_tuple_output_comes_back_in_its_structure():
+    # ExecuTorch's program serializer holds no torch.return_types.max: the program's outputs are
+    # flat, put back into the eager structure (max_dim / min_dim of the op suites errored before)
+    _require()
+    case = Case(f"t.py::test_max[{TARGET}]", "max_dim", Target.parse(TARGET))
+    x = torch.linspace(-1, 1, 15).reshape(3, 5).flip(1)
+    output = ExecuTorchBackend().execute(torch.max, (x, 1), {}, case=case).output
+    assert type(output) is torch.return_types.max and torch.equal(output.values, x[:, 0])
+    assert torch.equal(output.indices, torch.zeros(3, dtype=torch.long))
+
+
 def test_refuses_bfloat16_backward_and_quantization_with_the_reason():
     backend, module = ExecuTorchBackend(), torch.nn.Linear(4, 2)
     assert backend.refusal(module, CASE) is None
