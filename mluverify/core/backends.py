@@ -30,7 +30,8 @@ class GroupOutputs:
     (its graph raised on the CPU), "" when it has one. ``inside``: for a value computed inside
     the group rather than its outputs (an error the group's own later ops damp), the value's
     name; ``ops`` is then the op that computed it and ``expected`` the value of the group's graph
-    on the CPU there."""
+    on the CPU there. ``against``: what ``expected`` is where it is not the group's own graph
+    on the same inputs (a real int8 runtime's layer: the float model's same node), for the reason."""
 
     name: str
     ops: tuple[str, ...]
@@ -38,6 +39,7 @@ class GroupOutputs:
     expected: tuple[Any, ...]
     unjudged: str = ""
     inside: str = ""
+    against: str = ""
 
 
 @dataclass(frozen=True)

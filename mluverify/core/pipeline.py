@@ -223,7 +223,8 @@ class Pipeline:
             verdict = self._compare(upcast_floating(group.actual), group.expected, None, tolerance, case, checks)
             comparisons.append(_Comparison(GROUP, replace(
                 verdict, leaf=f"{group.name}{'.' + group.inside if group.inside else ''}{verdict.leaf}",
-                reason=f"{_group_value(group)} against its own graph on the CPU: {verdict.reason}"), ()))
+                reason=f"{_group_value(group)} against {group.against or 'its own graph on the CPU'}: "
+                       f"{verdict.reason}"), ()))
         return comparisons, unjudged
 
     def _judge_gradients(self, backend: Backend, fn: Callable, args: tuple, kwargs: Mapping[str, Any],

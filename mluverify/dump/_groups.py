@@ -56,7 +56,7 @@ def group_table(directory: str | os.PathLike[str], tolerance: Tolerance) -> pd.D
     if not index.is_file():
         return pd.DataFrame(columns=GROUP_COLUMNS)
     rows = []
-    for row in pd.read_csv(index, keep_default_na=False).to_dict("records"):
+    for row in pd.read_csv(index, keep_default_na=False, dtype={"group": str, "ops": str}).to_dict("records"):
         fused, reference = (torch.load(directory / row[f"{side}_file"]) for side in ("fused", "reference"))
         if fused.is_floating_point():  # the reference ran in float32 whatever the group's dtype
             fused, reference = fused.float(), reference.float()

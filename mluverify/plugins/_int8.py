@@ -1,6 +1,8 @@
 """What the real int8 targets share (``ort:int8``, ``openvino:int8``): the mode, the options their
 quantizers have in common (granularity, layers kept in float, calibration set) and how they are
-checked, the calibration batches of a case, the cases they refuse, and the per-layer error table.
+checked, the calibration batches of a case, the cases they refuse, and the per-layer view: its
+error table, its fusion-group comparisons (the report) and its ``FUSED_KERNEL_DEBUG`` dump pairs
+(``mluverify dump-diff``).
 
 Imports torch and pandas only inside its functions, as the plugins that use it do.
 """
@@ -11,6 +13,7 @@ import contextvars
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Sequence, TypeVar
 
+from mluverify.core.backends import GroupOutputs
 from mluverify.core.calibration import checked_batches, current_calibration
 from mluverify.core.case import Case
 from mluverify.errors import InvalidArgument, valid_choice
@@ -125,6 +128,46 @@ def layer_error_table(layers: Iterable[tuple[str, str, "torch.Tensor", "torch.Te
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
+# What a layer's int8 output is compared with, for the reason of its record.
+FLOAT_NODE = "the same node of the float model on the same inputs (the error of the layers before it included)"
+
+
+def layer_groups(layers: Iterable[tuple[str, str, "torch.Tensor", "torch.Tensor"]]) -> tuple[GroupOutputs, ...]:
+    """Each quantized layer ``(layer, type, int8 output, float output)`` as a fusion group of
+    the fused int8 run (``Execution.groups``): each is judged and recorded as a comparison of
+    kind ``group`` beside the case's output, as ``mlu:cnml``'s groups are; under
+    ``FUSED_KERNEL_DEBUG=cpu`` (``mluverify.dump.dump_case``'s second run) each pair is also
+    saved as the emulator saves its groups', where ``mluverify dump-diff`` judges it."""
+    groups = tuple(GroupOutputs(layer, (op_type,), (got,), (want,), against=FLOAT_NODE)
+                   for layer, op_type, got, want in layers)
+    _save_debug_pairs(groups)
+    return groups
+
+
+def unseen_by_torch_modes() -> contextlib.ExitStack:
+    """The runtime's work hidden from torch's dispatch and function modes (the Dumper's, when
+    ``--mlu-dump=fail`` re-runs a case): its int8 kernels are no torch ops, and the exporter's
+    tracing ops are not the case's. What a dump shows of a real int8 run is its layers' pairs."""
+    from mluverify.dump._dumper import _undumped
+
+    return _undumped()
+
+
+def _save_debug_pairs(groups: tuple[GroupOutputs, ...]) -> None:
+    """The layers' outputs written by the fused engine's own ``FUSED_KERNEL_DEBUG`` writer when
+    that is set to ``cpu`` (the float model ran on the CPU): the dump-diff pair of each layer."""
+    import os
+    from pathlib import Path
+
+    if os.environ.get("FUSED_KERNEL_DEBUG", "").strip().lower() != "cpu":
+        return
+    from mluverify.device.fusion.debug import DebugWriter
+
+    writer = DebugWriter(Path(os.environ.get("FUSED_KERNEL_DEBUG_DIR", ".")), "cpu")
+    for group in groups:
+        writer.save(group.name, list(group.actual), list(group.expected), group.ops)
+
+
 def name_of(fn: Any) -> str:
     """A callable's name for the cases of the functions called outside a run."""
     return getattr(fn, "__name__", None) or type(fn).__name__
@@ -136,5 +179,6 @@ def unknown_layer(target: str, name: str, modules: Iterable[str]) -> InvalidArgu
                         sorted(modules) or ["(the model has no weighted layer)"])
 
 
-__all__ = ["GRANULARITIES", "INT8", "Int8Quantization", "PER_CHANNEL_SAMPLES", "calibration_batches",
-           "int8_refusal", "layer_error_table", "name_of", "quantizing_as", "samples", "unknown_layer"]
+__all__ = ["FLOAT_NODE", "GRANULARITIES", "INT8", "Int8Quantization", "PER_CHANNEL_SAMPLES", "calibration_batches",
+           "int8_refusal", "layer_error_table", "layer_groups", "name_of", "quantizing_as", "samples", "unknown_layer",
+           "unseen_by_torch_modes"]

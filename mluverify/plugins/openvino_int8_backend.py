@@ -32,8 +32,8 @@ from mluverify.core.case import Case, Target
 from mluverify.errors import BackendError, Unsupported
 from mluverify.plugins._exported import export_failure, export_program, exportable, timed
 from mluverify.plugins._int8 import (
-    GRANULARITIES, INT8, Int8Quantization, calibration_batches, layer_error_table, name_of, quantizing_as,
-    unknown_layer)
+    GRANULARITIES, INT8, Int8Quantization, calibration_batches, layer_error_table, layer_groups, name_of,
+    quantizing_as, unknown_layer, unseen_by_torch_modes)
 from mluverify.plugins.openvino_backend import CONFIGS, OpenVinoBackend, run_compiled, structured
 
 if TYPE_CHECKING:
@@ -98,22 +98,24 @@ class QuantizedModel:
 def execute_int8(backend: OpenVinoBackend, fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
     """Run ``case`` on ``openvino:int8``: quantize ``fn`` as the context's
     ``OpenVinoQuantization`` says (converted by ``backend``, with its extensions), save the IR,
-    read it back, compile it for the CPU and run it on ``args``."""
+    read it back, compile it for the CPU and run it on ``args``. Each quantized layer's output is a
+    fusion group of the run (``layer_groups``)."""
     import nncf
     import openvino
 
     quantization, info = _QUANTIZATION.get(), {}
-    with tempfile.TemporaryDirectory(prefix="openvino-int8-") as directory:
+    with unseen_by_torch_modes(), tempfile.TemporaryDirectory(prefix="openvino-int8-") as directory:
         with timed(info):  # export, conversion, calibration, quantization and compile
             quantized = quantize(fn, args, kwargs=kwargs, quantization=quantization, case=case, backend=backend)
             compiled = compile_saved(save_model(quantized.model, Path(directory) / "case.int8.xml", case), case)
         outputs = run_compiled(compiled, args, case)
+        layers = layer_groups(_layer_pairs(quantized, args, case))
     ran = int8_layers(compiled)
     if not ran:
         raise BackendError(f"case {case.case_id}: NNCF quantized {name_of(fn)}, but the CPU plugin ran no layer in int8")
     info["device_impl"] = (f"openvino {openvino.__version__.split('-')[0]} CPU int8: nncf {nncf.__version__} "
                            f"{quantization.describe()}, {quantized.calibrated}; {len(ran)} layer(s) ran in int8")
-    return Execution(structured(outputs, quantized.program, case), executed_as="fused", info=info)
+    return Execution(structured(outputs, quantized.program, case), executed_as="fused", info=info, groups=layers)
 
 
 def quantize(fn: Callable, args: tuple, *, kwargs: dict | None = None, quantization: OpenVinoQuantization | None = None,
@@ -228,13 +230,19 @@ def layer_errors(model: Callable, inputs: Any, quantization: OpenVinoQuantizatio
     and run by the CPU plugin on ``inputs``. ``type`` is the OpenVINO op of the weighted node."""
     args = inputs if isinstance(inputs, tuple) else (inputs,)
     case = Case("layer_errors", name_of(model), _TARGET, quant=INT8)
-    quantized = quantize(model, args, quantization=quantization, case=case)
+    return layer_error_table(_layer_pairs(quantize(model, args, quantization=quantization, case=case), args, case))
+
+
+def _layer_pairs(quantized: QuantizedModel, args: tuple,
+                 case: Case) -> list[tuple[str, str, "torch.Tensor", "torch.Tensor"]]:
+    """``(module name, OpenVINO op, int8 output, float output)`` of each quantized layer, in
+    graph order: the layer's own output node in the int8 and the float model, each added as an
+    output of its model and run by the CPU plugin on ``args``."""
     types = {op.get_friendly_name(): op.get_type_name() for op in quantized.float_model.get_ordered_ops()}
     outputs = {node: _layer_output(quantized.model, node) for node in quantized_layers(quantized.model)}
     actual = _run_with_outputs(quantized.model, list(outputs.values()), args, case)
     expected = _run_with_outputs(quantized.float_model, list(outputs.values()), args, case)
-    return layer_error_table((quantized.layers[node], types[node], actual[output], expected[output])
-                             for node, output in outputs.items())
+    return [(quantized.layers[node], types[node], actual[output], expected[output]) for node, output in outputs.items()]
 
 
 def _layer_output(model: "openvino.Model", node: str) -> str:

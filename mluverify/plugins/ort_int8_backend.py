@@ -30,13 +30,14 @@ from mluverify.core.case import Case, Target
 from mluverify.errors import InvalidArgument, Unsupported
 from mluverify.plugins._exported import export_failure, exportable, timed
 from mluverify.plugins._int8 import (
-    GRANULARITIES, INT8, Int8Quantization, calibration_batches, layer_error_table, name_of, quantizing_as,
-    unknown_layer)
+    GRANULARITIES, INT8, Int8Quantization, calibration_batches, layer_error_table, layer_groups, name_of,
+    quantizing_as, unknown_layer, unseen_by_torch_modes)
 from mluverify.plugins.ort_backend import OPSET
 
 if TYPE_CHECKING:
     import onnx
     import pandas
+    import torch
 
 # scheme -> (activation type, weight type), onnxruntime.quantization.QuantType names
 SCHEMES = {"s8s8": ("QInt8", "QInt8"), "u8s8": ("QUInt8", "QInt8")}
@@ -81,19 +82,22 @@ def ort_quantization(quantization: OrtQuantization | None = None, **options: Any
 
 def execute_int8(fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
     """Run ``case`` on ``ort:int8``: quantize ``fn`` as the context's ``OrtQuantization`` says,
-    save the int8 model, load it into a fresh session and run it on ``args``."""
+    save the int8 model, load it into a fresh session and run it on ``args``. In the QDQ format
+    each quantized layer's output is a fusion group of the run (``layer_groups``)."""
     import onnxruntime
     from torch.utils import _pytree
 
     quantization, info = _QUANTIZATION.get(), {}
     eager = _pytree.tree_flatten(_called(fn, args, kwargs))
-    with tempfile.TemporaryDirectory(prefix="ort-int8-") as directory:
+    with unseen_by_torch_modes(), tempfile.TemporaryDirectory(prefix="ort-int8-") as directory:
         with timed(info):  # export, calibration and quantization: the compile
-            path, calibrated = _saved_int8(fn, args, Path(directory) / "case.int8.onnx", kwargs or {},
-                                           quantization, case)
+            path, calibrated, float_graph = _saved_int8(fn, args, Path(directory) / "case.int8.onnx", kwargs or {},
+                                                        quantization, case)
         outputs = run_saved(path, args, case=case)
+        # QOperator keeps each layer's output inside its QLinear op: no layer to read
+        layers = layer_groups(_layer_pairs(float_graph, path, args)) if quantization.format == "QDQ" else ()
     info["device_impl"] = f"onnxruntime {onnxruntime.__version__} int8: {quantization.describe()}, {calibrated}"
-    return Execution(_pytree.tree_unflatten(outputs, eager[1]), executed_as="fused", info=info)
+    return Execution(_pytree.tree_unflatten(outputs, eager[1]), executed_as="fused", info=info, groups=layers)
 
 
 def save_int8(fn: Callable, args: tuple, path: str | Path, *, kwargs: dict | None = None,
@@ -107,13 +111,15 @@ def save_int8(fn: Callable, args: tuple, path: str | Path, *, kwargs: dict | Non
 
 
 def _saved_int8(fn: Callable, args: tuple, path: Path, kwargs: dict, quantization: OrtQuantization,
-                case: Case) -> tuple[Path, str]:
-    """``save_int8``'s model at ``path``, and the record's words for what it was calibrated on."""
+                case: Case) -> tuple[Path, str, "onnx.ModelProto"]:
+    """``save_int8``'s model at ``path``, the record's words for what it was calibrated on, and
+    the float model it quantized."""
     from onnxruntime.quantization import quantize_static
 
     batches, calibrated = calibration_batches(quantization, args)
     float_path = path.with_name(path.name + ".float.onnx")
-    excluded = node_names(prepared_float(fn, args, kwargs, float_path, case), quantization.exclude)
+    float_graph = prepared_float(fn, args, kwargs, float_path, case)
+    excluded = node_names(float_graph, quantization.exclude)
     try:
         quantize_static(str(float_path), str(path), _Batches(_feeds(batches)),
                         **_quantizer_options(quantization), nodes_to_exclude=list(excluded))
@@ -126,7 +132,7 @@ def _saved_int8(fn: Callable, args: tuple, path: Path, kwargs: dict, quantizatio
         raise Unsupported(f"case {case.case_id}: {case.target} quantizes the weighted layers of an ONNX graph "
                           f"({', '.join(WEIGHTED_OPS)}); {name_of(fn)} has none left to quantize, so "
                           f"quant='int8' would quantize nothing")
-    return path, calibrated
+    return path, calibrated, float_graph
 
 
 def run_saved(path: str | Path, args: tuple, *, case: Case | None = None) -> list:
@@ -223,9 +229,6 @@ def layer_errors(model: Callable, inputs: Any, quantization: OrtQuantization | N
     output (dequantized, read as an extra graph output of the int8 model) against the float
     model's (an extra output of the float ONNX graph), both run by onnxruntime on ``inputs``.
     ``type`` is the ONNX op. Only the QDQ format exposes a layer's output."""
-    import onnx
-    import torch
-
     quantization = quantization or _QUANTIZATION.get()
     if quantization.format != "QDQ":
         raise InvalidArgument(f"layer_errors reads each layer's dequantized output, which only the QDQ format "
@@ -236,13 +239,24 @@ def layer_errors(model: Callable, inputs: Any, quantization: OrtQuantization | N
         float_path, int8_path = Path(directory) / "float.onnx", Path(directory) / "int8.onnx"
         float_graph = prepared_float(model, args, {}, float_path, case)
         save_int8(model, args, int8_path, quantization=quantization, case=case)
-        int8_graph = onnx.load(str(int8_path))
-        layers = _layer_outputs(float_graph, int8_graph, quantized_layers(int8_path))
-        expected = _run_with_outputs(float_graph, [float_out for float_out, _ in layers.values()], args)
-        actual = _run_with_outputs(int8_graph, [int8_out for _, int8_out in layers.values()], args)
+        return layer_error_table(_layer_pairs(float_graph, int8_path, args))
+
+
+def _layer_pairs(float_graph: "onnx.ModelProto", int8_path: Path,
+                 args: tuple) -> list[tuple[str, str, "torch.Tensor", "torch.Tensor"]]:
+    """``(module name, ONNX op, int8 output, float output)`` of each quantized layer of the QDQ
+    model at ``int8_path``, in graph order: its dequantized output and the float graph's same
+    value, each an extra graph output of its model run by onnxruntime on ``args``."""
+    import onnx
+    import torch
+
+    int8_graph = onnx.load(str(int8_path))
+    layers = _layer_outputs(float_graph, int8_graph, quantized_layers(int8_path))
+    expected = _run_with_outputs(float_graph, [float_out for float_out, _ in layers.values()], args)
+    actual = _run_with_outputs(int8_graph, [int8_out for _, int8_out in layers.values()], args)
     ops = {node.name: node.op_type for node in float_graph.graph.node}
-    return layer_error_table((module_name(node), ops[node], torch.from_numpy(actual[int8_out]),
-                              torch.from_numpy(expected[float_out])) for node, (float_out, int8_out) in layers.items())
+    return [(module_name(node), ops[node], torch.from_numpy(actual[int8_out]), torch.from_numpy(expected[float_out]))
+            for node, (float_out, int8_out) in layers.items()]
 
 
 def _layer_outputs(float_graph: "onnx.ModelProto", int8_graph: "onnx.ModelProto",
