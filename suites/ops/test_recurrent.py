@@ -12,10 +12,14 @@ from mluverify.strategies import search_score, tensors
 RECURRENT = (("lstm", torch.nn.LSTM), ("gru", torch.nn.GRU))
 # The gates are products, which MLU270 quantizes per tensor (int16 by default): inputs with 1000x
 # outliers leave the rest a coarse step, up to ~0.4 % rel_mse (above cnnl's 0.3 %; docs/device.md
-# "Numerics"). The ordinary cases draw normal values; the outlier cases run apart, waived.
+# "Numerics"). The ordinary cases draw normal values; the outlier cases run apart, waived. On
+# mlu:cnml the gates themselves are judged too (the value inside the fused group furthest from
+# its graph on the CPU): a gate chunk of small values is up to 12 % off before the sigmoid and
+# tanh damp it.
 OUTLIERS_WAIVER = pytest.mark.mlu_waiver(
-    "per-tensor int16 quantization (MLU270's default) of gate inputs with 1000x outliers: up to ~0.4 % rel_mse "
-    "> cnnl 0.3 %", "2027-06-30", category="quantization", max=0.007)  # ceiling: worst (0.46 %, ci profile) x 1.5
+    "per-tensor int16 quantization (MLU270's default) of gate inputs with 1000x outliers: up to ~0.9 % rel_mse "
+    "> cnnl 0.3 % at the outputs, up to 12 % at the gates inside a fused group", "2027-06-30", category="quantization",
+    max=0.18)  # ceiling: worst (11.85 %, a fused GRU's gate chunk, ci profile) x 1.5
 
 
 def _recurrent_case(verify, name: str, layer_type: type, dtype: str, data, distribution: str) -> None:
