@@ -19,6 +19,9 @@ reads; NNCF: its full validations, plus its ranking's per-sample runs in validat
 equivalents), wall seconds (mluverify's include its own export; NNCF is handed the exported
 model) and the final metric, measured on each tool's final model by the same function.
 
+Needs NNCF (``pip install 'mluverify[openvino-int8]'``) beside onnxruntime. Figures and how they
+were measured: docs/tuning.md.
+
 Run: PYTHONPATH=. nice -n 10 .venv/bin/python benchmarks/tune_vs_nncf.py [--networks digits,resnet18,...]
 """
 from __future__ import annotations
