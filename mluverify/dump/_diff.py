@@ -221,7 +221,7 @@ def _group_reproducer(row: pd.Series, tolerance: Tolerance) -> str:
         "  import torch",
         "  from mluverify import Tolerance, compare",
         f"  fused = torch.load({row['fused_file']!r})",
-        f"  reference = torch.load({row['reference_file']!r})  # the group's graph on the CPU, float32",
+        f"  reference = torch.load({row['reference_file']!r})  # {row['against']}",
         "  fused = fused.float() if fused.is_floating_point() else fused",
         f"  print(compare(fused, reference, tolerance=Tolerance({tolerance.metric!r}, {tolerance.bound!r})).reason)",
     ])

@@ -23,7 +23,9 @@ from mluverify.judge import Tolerance, compare
 # ``mluverify.device.fusion.debug.INDEX_NAME``: a documented file name, not an import of the device).
 DEBUG_INDEX = "fused_kernel_debug_index.csv"
 GROUP_COLUMNS = ("group", "output", "ops", "shape", "dtype", "own_value", "bound", "own_passed", "reason",
-                 "fused_file", "reference_file")
+                 "fused_file", "reference_file", "against")
+# What a group's output is compared with, unless its index says otherwise (a real int8 runtime's layer).
+OWN_GRAPH = "the group's own graph on the CPU"
 
 
 @contextlib.contextmanager
@@ -56,7 +58,7 @@ def group_table(directory: str | os.PathLike[str], tolerance: Tolerance) -> pd.D
     if not index.is_file():
         return pd.DataFrame(columns=GROUP_COLUMNS)
     rows = []
-    for row in pd.read_csv(index, keep_default_na=False, dtype={"group": str, "ops": str}).to_dict("records"):
+    for row in pd.read_csv(index, keep_default_na=False, dtype={"group": str, "ops": str, "against": str}).to_dict("records"):
         fused, reference = (torch.load(directory / row[f"{side}_file"]) for side in ("fused", "reference"))
         if fused.is_floating_point():  # the reference ran in float32 whatever the group's dtype
             fused, reference = fused.float(), reference.float()
@@ -65,7 +67,8 @@ def group_table(directory: str | os.PathLike[str], tolerance: Tolerance) -> pd.D
                      "dtype": row["dtype"], "own_value": verdict.value, "bound": verdict.bound,
                      "own_passed": verdict.passed, "reason": verdict.reason,
                      "fused_file": str(directory / row["fused_file"]),
-                     "reference_file": str(directory / row["reference_file"])})
+                     "reference_file": str(directory / row["reference_file"]),
+                     "against": row.get("against") or OWN_GRAPH})
     return pd.DataFrame(rows, columns=GROUP_COLUMNS)
 
 

@@ -165,7 +165,7 @@ def _save_debug_pairs(groups: tuple[GroupOutputs, ...]) -> None:
 
     writer = DebugWriter(Path(os.environ.get("FUSED_KERNEL_DEBUG_DIR", ".")), "cpu")
     for group in groups:
-        writer.save(group.name, list(group.actual), list(group.expected), group.ops)
+        writer.save(group.name, list(group.actual), list(group.expected), group.ops, group.against)
 
 
 def name_of(fn: Any) -> str:

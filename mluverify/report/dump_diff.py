@@ -62,8 +62,8 @@ def headline(diff: DumpDiff) -> str:
     group = diff.first_group
     if group is not None:
         return (f"first offender: fusion group {group['group']} output {group['output']} (ops: "
-                f"{', '.join(dict.fromkeys(str(group['ops']).split()))}): own {group['reason']} against the "
-                f"group's own graph on the CPU")
+                f"{', '.join(dict.fromkeys(str(group['ops']).split()))}): own {group['reason']} against "
+                f"{group['against']}")
     if diff.verdict == "blamed":
         row = diff.table[diff.table["seq"] == diff.first_offender].iloc[0]
         if row["nan_mismatch"] > 0:

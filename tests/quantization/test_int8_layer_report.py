@@ -74,7 +74,9 @@ def test_the_planted_layer_is_recorded_with_the_largest_error_and_dump_diff_name
     assert diff.first_group["group"] == HEAD and diff.verdict == "blamed"
     assert diff.first_group["own_value"] == pytest.approx(layers[HEAD]["value"], rel=1e-6)
     assert main(["dump-diff", str(dumped)]) == 1
-    assert f"first offender: fusion group {HEAD} output 0" in capsys.readouterr().out
+    headline = capsys.readouterr().out
+    assert f"first offender: fusion group {HEAD} output 0" in headline
+    assert "against the same node of the float model" in headline and "own graph" not in headline
 
 
 @pytest.mark.parametrize(("target", "available"), TARGETS)

@@ -53,9 +53,10 @@ class DebugWriter:
         self._rows: dict[tuple[str, int], dict] = {}
 
     def save(self, group: str, fused: list[torch.Tensor], expected: list[torch.Tensor],
-             ops: Sequence[str] = ()) -> None:
-        """Save a group's fused outputs and their references (``ops``: the group's op names);
-        rewrite the index."""
+             ops: Sequence[str] = (), against: str = "") -> None:
+        """Save a group's fused outputs and their references (``ops``: the group's op names;
+        ``against``: what the references are where they are not the group's own graph given the
+        same inputs, e.g. a real int8 runtime's float model); rewrite the index."""
         from mluverify.judge import metrics
 
         for j, (actual, reference) in enumerate(zip(fused, expected)):
@@ -67,7 +68,7 @@ class DebugWriter:
                 "group": group, "ops": " ".join(ops), "output": j, "shape": "x".join(map(str, actual.shape)),
                 "dtype": str(actual.dtype).removeprefix("torch."), "fused_file": fused_file,
                 "reference_file": reference_file, "reference": self.reference,
-                "rel_mse": metrics(actual, reference)["rel_mse"],
+                "rel_mse": metrics(actual, reference)["rel_mse"], "against": against,
             }
         self._write_index()
 
