@@ -89,9 +89,10 @@ class OrtInt8Runtime:
         rounded = _rounded_values(self.int8_graph, self.float_graph)
         wanted = [*rounded, *(pre for pre in rounded.values() if isinstance(pre, str))]
         values = _values(self.int8_graph, wanted, self.samples)
+        # a weight's dequantized value comes back once per sample, joined along the first dimension
         noise = {post: _relative_error(values[post], values[pre]) if isinstance(pre, str)
-                 else _relative_error(values[post][:len(pre.reshape(-1, *pre.shape[1:]))].reshape(pre.shape), pre)
-                 for post, pre in rounded.items()}  # a weight's value is repeated once per sample
+                 else _relative_error(values[post].reshape(-1, *pre.shape)[0], pre)
+                 for post, pre in rounded.items()}
         outputs = _layer_outputs(self.float_graph, self.int8_graph, self._layers)
         by_name = {node.name: node for node in self.int8_graph.graph.node}
         return {name: math.sqrt(sum(noise.get(value, 0.0) ** 2
