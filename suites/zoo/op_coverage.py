@@ -27,7 +27,8 @@ LAYOUT = frozenset({"view", "unsafe_view", "reshape", "t", "transpose", "permute
 
 # ATen base names the op suites test under other names (their records' ``op``).
 ALIASES = {"convolution": ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d"),
-           "to_copy": ("to",), "mm": ("matmul", "linear"), "bmm": ("matmul", "bmm")}
+           "to_copy": ("to",), "mm": ("matmul", "linear"), "bmm": ("matmul", "bmm"),
+           "max_pool2d_with_indices": ("max_pool2d",)}
 
 
 def base_name(op: str) -> str:
