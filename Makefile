@@ -46,7 +46,7 @@ verify-real: $(STAMP)
 verify-offline: $(STAMP)
 	$(BIN)/mluverify run suites/networks/test_yolov3.py --target mlu:offline --report reports/runs/offline -- --mlu-heavy
 
-# The model zoo (suites/zoo: PyTorch's timm list and 65 Hugging Face architectures; docs/zoo.md), out of
+# The model zoo (suites/zoo: PyTorch's timm list and 64 Hugging Face architectures; docs/zoo.md), out of
 # make verify, on ZOO_TARGETS, split across processes (-n auto; ZOO_ARGS="--splits 4 --group 1" splits it
 # across CI jobs with pytest-split), failing cases dumped for dump-diff; the dashboard is
 # reports/runs/zoo/zoo.md. Needs the zoo extra: .venv/bin/pip install -c constraints.txt -e '.[zoo]'.
