@@ -145,7 +145,8 @@ def merge_coverage(sources: Iterable[str | Path], out: str | Path) -> int:
     runs = read_runs(out)
     for source in sources:
         runs.update(read_runs(source))
-    _write_runs(out, runs)
+    if runs:  # corpora without coverage (kept findings alone) get no coverage file
+        _write_runs(out, runs)
     return len(runs)
 
 
