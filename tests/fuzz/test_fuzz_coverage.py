@@ -2,6 +2,7 @@
 corpus, and draws the least judged ops and dtypes more often; --jobs shards and --merge unite it."""
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -12,6 +13,7 @@ from mluverify.cli import main
 from mluverify.errors import InvalidArgument
 from mluverify.fuzz.coverage import COVERAGE_FILE, STEER_RANGE, Steering, count_program, read_runs, record_run
 from mluverify.fuzz.program import Node, Program
+from mluverify.report.fuzz_page import FUZZ_PAGE
 
 TARGET = "planted:fused"  # the CPU, wrong only where a transpose feeds a matmul (none here)
 OPS = ("relu", "neg", "abs", "sin", "cos", "exp")
@@ -45,6 +47,13 @@ def test_draws_favour_the_ops_judged_least_and_differ_from_an_empty_coverage(tmp
     assert all(with_coverage[op] > with_coverage[other] for op in RARE for other in OPS if other not in RARE)
     # The corpus keeps both campaigns' entries; the next campaign starts from their sum.
     assert set(read_runs(steered)) >= {"earlier"} and len(read_runs(steered)) == 2
+    # Its page shows the coverage per target, ops never judged first.
+    page = (unsteered / FUZZ_PAGE).read_text()
+    table = json.loads(re.search(r'id="fuzz-coverage"><script type="application/json" class="mv-data">(.*?)</script>',
+                                 page).group(1))
+    rows = [dict(zip(table["columns"], row)) for row in table["rows"]]
+    assert int(rows[0]["judged"]) == 0 and rows[0]["dtype"] == "-" and rows[0]["target"] == TARGET
+    assert {(r["op"], int(r["judged"])) for r in rows if r["dtype"] == "float32"} == {(op, without[op]) for op in OPS}
 
 
 def test_equal_counts_draw_as_unsteered_and_unequal_ones_weight_by_the_least():
