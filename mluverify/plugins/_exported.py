@@ -15,6 +15,10 @@ from mluverify.core.backends import move_module
 from mluverify.core.case import Case
 from mluverify.errors import BackendError
 
+# The ONNX opsets of the exporters (ort_backend's float modes, ort_int8_backend's quantized one)
+OPSET = 17  # torch.onnx.export(..., dynamo=False), the TorchScript exporter
+DYNAMO_OPSET = 20  # the dynamo exporter's own opset in torch 2.14 (no version conversion)
+
 if TYPE_CHECKING:
     import torch
     from torch import nn

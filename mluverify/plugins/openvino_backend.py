@@ -38,9 +38,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from mluverify.core.backends import Backend, BackendRegistry, Execution
 from mluverify.core.case import Case
 from mluverify.core.hookspecs import hookimpl
-from mluverify.errors import BackendError
 from mluverify.plugins._exported import export_failure, export_program, exportable, timed
 from mluverify.plugins._int8 import INT8, int8_refusal
+from mluverify.plugins._openvino_program import CONFIGS, converted, run_compiled, structured
 
 if TYPE_CHECKING:
     import openvino
@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 POLICY = "cnml"
 INSTALL = "pip install 'mluverify[openvino]'"
 INT8_INSTALL = "pip install 'mluverify[openvino-int8]'"
-# mode -> the CPU plugin's configuration; "default" leaves the inference precision to the plugin
-CONFIGS: dict[str, dict[str, str]] = {"cpu": {"INFERENCE_PRECISION_HINT": "f32"}, "default": {}}
 
 
 class OpenVinoBackend(Backend):
@@ -87,7 +85,7 @@ class OpenVinoBackend(Backend):
         if case.mode == INT8:
             from mluverify.plugins.openvino_int8_backend import execute_int8
 
-            return execute_int8(self, fn, args, kwargs, case=case)
+            return execute_int8(self.extensions, fn, args, kwargs, case=case)
         import openvino
 
         info: dict[str, Any] = {}
@@ -111,62 +109,8 @@ class OpenVinoBackend(Backend):
             raise export_failure(case, "OpenVINO cannot compile the converted model", exc) from exc
 
     def converted(self, program: "torch.export.ExportedProgram", args: tuple, case: Case) -> "openvino.Model":
-        """``program`` converted by OpenVINO (with this back end's extensions), its inputs fixed
-        to the shapes of ``args``."""
-        import openvino
-
-        try:
-            model = openvino.convert_model(program, extension=self.extensions or None)
-        except Exception as exc:
-            raise export_failure(case, "openvino.convert_model failed", exc) from exc
-        if len(model.inputs) != len(args):
-            raise BackendError(f"case {case.case_id}: the converted model takes {len(model.inputs)} inputs, "
-                               f"the case passes {len(args)}")
-        try:
-            model.reshape({i: openvino.PartialShape(list(a.shape)) for i, a in enumerate(args)})
-        except Exception as exc:
-            raise export_failure(case, "OpenVINO cannot fix the converted model's input shapes", exc) from exc
-        return model
-
-
-def run_compiled(compiled: Any, args: tuple, case: Case) -> list["torch.Tensor"]:
-    """The outputs of ``compiled`` (an OpenVINO ``CompiledModel``) run on ``args``, as CPU tensors."""
-    try:
-        request = compiled.create_infer_request()
-        request.infer([_to_openvino(a) for a in args])
-        return [_from_openvino(request.get_tensor(output)) for output in compiled.outputs]
-    except Exception as exc:
-        raise export_failure(case, "OpenVINO cannot run the compiled program", exc) from exc
-
-
-def structured(outputs: list["torch.Tensor"], program: "torch.export.ExportedProgram", case: Case) -> Any:
-    """OpenVINO's flat ``outputs`` in the structure ``program`` returns."""
-    import torch
-    from torch.utils import _pytree
-
-    spec = program.call_spec.out_spec
-    if spec.num_leaves != len(outputs):
-        raise BackendError(f"case {case.case_id}: OpenVINO returned {len(outputs)} outputs for the "
-                           f"{spec.num_leaves} of the exported program")
-    with torch.no_grad():
-        return _pytree.tree_unflatten(outputs, spec)
-
-
-def _to_openvino(tensor: "torch.Tensor") -> "openvino.Tensor":
-    import openvino
-    import torch
-
-    if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: its bits, typed by OpenVINO
-        return openvino.Tensor(tensor.contiguous().view(torch.int16).numpy(), list(tensor.shape), openvino.Type.bf16)
-    return openvino.Tensor(tensor.contiguous().numpy())  # not numpy.ascontiguousarray: it makes a 0-d array 1-d
-
-
-def _from_openvino(tensor: "openvino.Tensor") -> "torch.Tensor":
-    import openvino
-    import torch
-
-    values = torch.from_numpy(tensor.data.copy())  # a bf16 tensor's data: its bits, typed float16
-    return values.view(torch.bfloat16) if tensor.element_type == openvino.Type.bf16 else values
+        """``program`` converted by OpenVINO with this back end's extensions (``converted``)."""
+        return converted(program, args, case, self.extensions)
 
 
 @hookimpl

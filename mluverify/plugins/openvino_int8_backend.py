@@ -34,7 +34,7 @@ from mluverify.plugins._exported import export_failure, export_program, exportab
 from mluverify.plugins._int8 import (
     GRANULARITIES, INT8, Int8Quantization, calibration_batches, layer_error_table, layer_groups, name_of,
     quantizing_as, unknown_layer, unseen_by_torch_modes)
-from mluverify.plugins.openvino_backend import CONFIGS, OpenVinoBackend, run_compiled, structured
+from mluverify.plugins._openvino_program import CONFIGS, converted, run_compiled, structured
 
 if TYPE_CHECKING:
     import openvino
@@ -95,9 +95,9 @@ class QuantizedModel:
     calibrated: str
 
 
-def execute_int8(backend: OpenVinoBackend, fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
+def execute_int8(extensions: Sequence[Any], fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
     """Run ``case`` on ``openvino:int8``: quantize ``fn`` as the context's
-    ``OpenVinoQuantization`` says (converted by ``backend``, with its extensions), save the IR,
+    ``OpenVinoQuantization`` says (converted with OpenVINO front-end ``extensions``), save the IR,
     read it back, compile it for the CPU and run it on ``args``. Each quantized layer's output is a
     fusion group of the run (``layer_groups``)."""
     import nncf
@@ -106,7 +106,7 @@ def execute_int8(backend: OpenVinoBackend, fn: Callable, args: tuple, kwargs: di
     quantization, info = _QUANTIZATION.get(), {}
     with unseen_by_torch_modes(), tempfile.TemporaryDirectory(prefix="openvino-int8-") as directory:
         with timed(info):  # export, conversion, calibration, quantization and compile
-            quantized = quantize(fn, args, kwargs=kwargs, quantization=quantization, case=case, backend=backend)
+            quantized = quantize(fn, args, kwargs=kwargs, quantization=quantization, case=case, extensions=extensions)
             compiled = compile_saved(save_model(quantized.model, Path(directory) / "case.int8.xml", case), case)
         outputs = run_compiled(compiled, args, case)
         layers = layer_groups(_layer_pairs(quantized, args, case))
@@ -119,8 +119,8 @@ def execute_int8(backend: OpenVinoBackend, fn: Callable, args: tuple, kwargs: di
 
 
 def quantize(fn: Callable, args: tuple, *, kwargs: dict | None = None, quantization: OpenVinoQuantization | None = None,
-             case: Case | None = None, backend: OpenVinoBackend | None = None) -> QuantizedModel:
-    """``fn(*args, **kwargs)`` exported, converted (by ``backend``) and quantized by
+             case: Case | None = None, extensions: Sequence[Any] = ()) -> QuantizedModel:
+    """``fn(*args, **kwargs)`` exported, converted (with ``extensions``) and quantized by
     ``nncf.quantize`` as ``quantization`` says (default: the context's), calibrated on the case's
     ``calibration=`` set, else its batches, else ``args``. A model with no weighted layer left to
     quantize is ``Unsupported``."""
@@ -131,7 +131,7 @@ def quantize(fn: Callable, args: tuple, *, kwargs: dict | None = None, quantizat
     case = case or Case("quantize", name_of(fn), _TARGET, quant=INT8)
     batches, calibrated = calibration_batches(quantization, args)
     program = export_program(exportable(fn, kwargs or {}, case), args, case).run_decompositions()
-    float_model = (backend or OpenVinoBackend()).converted(program, args, case)
+    float_model = converted(program, args, case, extensions)
     layers = weighted_layers(float_model, program)
     ignored = nncf.IgnoredScope(names=list(node_names(layers, quantization.exclude)))
     try:

@@ -42,15 +42,13 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from mluverify.core.backends import Backend, BackendRegistry, Execution
 from mluverify.core.case import Case
 from mluverify.core.hookspecs import hookimpl
-from mluverify.plugins._exported import export_failure, exportable, timed
+from mluverify.plugins._exported import DYNAMO_OPSET, OPSET, export_failure, exportable, timed
 from mluverify.plugins._int8 import INT8, int8_refusal
 
 if TYPE_CHECKING:
     from torch import nn
 
 POLICY = "cnml"
-OPSET = 17
-DYNAMO_OPSET = 20  # the dynamo exporter's own opset in torch 2.14 (no version conversion)
 REQUIRED = ("onnx", "onnxruntime")
 DYNAMO_REQUIRED = ("onnxscript",)
 BFLOAT16_WHY = ("onnxruntime's Python API takes no bfloat16 arrays and its CPU execution provider has no bfloat16 "

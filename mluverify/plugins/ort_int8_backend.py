@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 from mluverify.core.backends import Execution
 from mluverify.core.case import Case, Target
 from mluverify.errors import InvalidArgument, Unsupported
-from mluverify.plugins._exported import export_failure, exportable, timed
+from mluverify.plugins._exported import OPSET, export_failure, exportable, timed
 from mluverify.plugins._int8 import (
     GRANULARITIES, INT8, Int8Quantization, calibration_batches, layer_error_table, layer_groups, name_of,
     quantizing_as, unknown_layer, unseen_by_torch_modes)
-from mluverify.plugins.ort_backend import OPSET
 
 if TYPE_CHECKING:
     import onnx

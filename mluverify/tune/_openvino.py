@@ -45,7 +45,7 @@ class OpenVinoInt8Runtime:
     def run(self, keep_float: Sequence[str]) -> Any:
         import openvino
 
-        from mluverify.plugins.openvino_backend import run_compiled, structured
+        from mluverify.plugins._openvino_program import run_compiled, structured
         from mluverify.plugins.openvino_int8_backend import FLOAT32, quantize
 
         if set(self._layers) <= set(keep_float):  # NNCF refuses to quantize nothing: the float model
@@ -111,7 +111,7 @@ def test_tuned_model_meets_its_bound():
 
     from mluverify.core.case import Case, Target
     from mluverify.judge import compare
-    from mluverify.plugins.openvino_backend import run_compiled, structured
+    from mluverify.plugins._openvino_program import run_compiled, structured
     from mluverify.plugins.openvino_int8_backend import FLOAT32, OpenVinoQuantization, quantize
 
     script = runpy.run_path(SCRIPT)

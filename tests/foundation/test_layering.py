@@ -62,8 +62,9 @@ def test_add(verify):
 # leaves beside the core: they see only the base and the judge, so that a plugin (or a front end)
 # connects them to the rest. "base" is what everything may import: the errors, the version, the project root rule and
 # the device's keys of [tool.mluverify] (checked by the core at start-up, read by the device).
-# The tuner (mluverify.tune) runs trials on the device and writes report pages: it sits above
-# both, below the front ends.
+# The tuner (mluverify.tune) runs trials on the device, or on a real int8 runtime through that
+# runtime's plugin (ort:int8, openvino:int8), and writes report pages: it sits above the plugins,
+# below the front ends.
 MAY_IMPORT = {
     "base": {"base"},
     "judge": {"base", "judge"},
@@ -73,7 +74,7 @@ MAY_IMPORT = {
     "fuzz": {"base", "judge", "fuzz"},
     "report": {"base", "judge", "core", "dump", "report"},
     "plugins": {"base", "judge", "core", "device", "dump", "fuzz", "report", "plugins"},
-    "tune": {"base", "judge", "core", "device", "dump", "report", "tune"},
+    "tune": {"base", "judge", "core", "device", "dump", "report", "plugins", "tune"},
     "front end": {"base", "judge", "core", "device", "dump", "fuzz", "report", "plugins", "tune", "front end"},
 }
 # the layer of each module by its first name under mluverify (mluverify itself: the re-exports)
