@@ -19,7 +19,7 @@ from mluverify.dump._diff import (
     op_tolerance,
     shown_table,
 )
-from mluverify.dump._dumper import Dumper, DumpSettings
+from mluverify.dump._dumper import Dumper, DumpSettings, undumped
 from mluverify.dump._groups import first_wrong_group, fused_kernel_debug, group_table
 from mluverify.dump._index import load, load_values
 from mluverify.dump._replay import Replay, ReplayCase, read_replay_cases
@@ -27,4 +27,4 @@ from mluverify.dump._replay import Replay, ReplayCase, read_replay_cases
 __all__ = ["Capture", "CaseError", "CasesMeta", "DumpDiff", "DumpSettings", "Dumper", "EXIT_STATUS", "HARNESS_OPS",
            "OpTolerance", "Replay", "ReplayCase", "capture", "dump_case", "dump_diff", "load", "load_values",
            "first_wrong_group", "fused_kernel_debug", "group_table", "op_tolerance", "read_cases",
-           "read_replay_cases", "shown_table"]
+           "read_replay_cases", "shown_table", "undumped"]

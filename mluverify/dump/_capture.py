@@ -28,7 +28,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from mluverify.dump._cases import CasesMeta, encode_value, write_cases
-from mluverify.dump._dumper import _undumped
+from mluverify.dump._dumper import undumped
 from mluverify.dump._fused import FusedStats, fused_stats, kernel_available
 from mluverify.dump._layout import create_dump_dir, op_info, resolve_dump_dir
 from mluverify.dump._summary import _to_numpy, host_view
@@ -225,7 +225,7 @@ class _Recorder:
         if case is not None:
             case.count += 1
             return
-        with _undumped():  # the capture's own tensor work is not the program's
+        with undumped():  # the capture's own tensor work is not the program's
             self._cases[key] = _Case(self._new_case(func, args, kwargs))
 
     def _new_case(self, func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:

@@ -183,8 +183,9 @@ def _index_core(settings: DumpSettings) -> Any | None:
     return native().IndexCore(summaries, privateuse1_host_memory() is not None)
 
 
-def _undumped() -> contextlib.ExitStack:
-    """Run the dumper's own tensor work unseen by any mode (its statistics are ops too)."""
+def undumped() -> contextlib.ExitStack:
+    """Work unseen by any torch mode, the Dumper's included: its own statistics (ops too), a real
+    runtime's work that is no torch op."""
     stack = contextlib.ExitStack()
     if torch._C._len_torch_dispatch_stack():
         stack.enter_context(_disable_current_modes())
@@ -254,10 +255,10 @@ class _DumpSession:
         """An excluded op still moves data that the reference chain must follow."""
         if self._chain is None:
             return func(*args, **kwargs)
-        with _undumped():
+        with undumped():
             ref_args, ref_kwargs, _ = self._chain.inputs(args, kwargs)
         output = func(*args, **kwargs)
-        with _undumped():
+        with undumped():
             self._chain.run(func, ref_args, ref_kwargs, output)
         return output
 
@@ -267,7 +268,7 @@ class _DumpSession:
         try:
             if not _modes_on():
                 return step(*args)
-            with _undumped():
+            with undumped():
                 return step(*args)
         except OSError as exc:
             self._stop(exc)

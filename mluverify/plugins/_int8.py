@@ -148,9 +148,9 @@ def unseen_by_torch_modes() -> contextlib.ExitStack:
     """The runtime's work hidden from torch's dispatch and function modes (the Dumper's, when
     ``--mlu-dump=fail`` re-runs a case): its int8 kernels are no torch ops, and the exporter's
     tracing ops are not the case's. What a dump shows of a real int8 run is its layers' pairs."""
-    from mluverify.dump._dumper import _undumped
+    from mluverify.dump import undumped
 
-    return _undumped()
+    return undumped()
 
 
 def _save_debug_pairs(groups: tuple[GroupOutputs, ...]) -> None:
