@@ -116,7 +116,7 @@ def test_public_api():
         "Capture", "CaseError", "CasesMeta", "DumpDiff", "DumpSettings", "Dumper", "EXIT_STATUS", "HARNESS_OPS",
         "OpTolerance", "Replay", "ReplayCase", "capture", "dump_case", "dump_diff", "first_wrong_group",
         "fused_kernel_debug", "group_table", "load", "load_values", "op_tolerance", "read_cases", "read_replay_cases",
-        "shown_table"]
+        "shown_table", "undumped"]
     assert all(hasattr(mluverify.dump, name) for name in mluverify.dump.__all__)
     assert all(getattr(mluverify.dump, name).__doc__ for name in mluverify.dump.__all__)
 
