@@ -51,6 +51,7 @@ from mluverify.core.hookspecs import hookimpl
 from mluverify.core.provenance import is_view
 from mluverify.errors import BackendError, Unsupported, valid_choice
 from mluverify.plugins._exported import export_failure, export_program, exportable, timed
+from mluverify.plugins._int8 import Int8Quantization, calibration_batches
 
 if TYPE_CHECKING:
     import torch
@@ -98,6 +99,7 @@ class ExecuTorchBackend(Backend):
     name = "executorch"
     modes = {"xnnpack": POLICY, INT8: POLICY}
     quantizing_modes = (INT8,)
+    calibrating_modes = (INT8,)  # on the case's calibration= set where it brings one
     compiling_modes = tuple(modes)  # an export, a lowering and a program build per case
     no_backward = "it runs an ExecuTorch inference program, which has no backward"
 
@@ -127,11 +129,13 @@ class ExecuTorchBackend(Backend):
                 program, structure = flat_program(fn, kwargs, args, case)
                 partitioning, buffer = self.compiled(program, case)
             return executed(buffer, partitioning, structure, args, case, info)
+        batches, calibrated = calibration_batches(ExecuTorchInt8(granularity=self.granularity), args)
         with tempfile.TemporaryDirectory(prefix="executorch-int8-") as directory:
             with timed(info):  # export, calibration, quantization, lowering: the compile
-                path, structure, partitioning = self.saved_int8(fn, args, kwargs, Path(directory) / "case.pte", case)
+                path, structure, partitioning = self.saved_int8(fn, args, kwargs, Path(directory) / "case.pte", case,
+                                                                calibration=batches)
             execution = executed(path, partitioning, structure, args, case, info)
-        info["device_impl"] += f" int8: {self.describe()}, calibrated on the case's inputs"
+        info["device_impl"] += f" int8: {self.describe()}, {calibrated}"
         return execution
 
     def describe(self) -> str:
@@ -139,12 +143,15 @@ class ExecuTorchBackend(Backend):
         return (f"PT2E XNNPACKQuantizer symmetric config (int8 affine activations per tensor, int8 symmetric weights "
                 f"{self.granularity})")
 
-    def saved_int8(self, fn: Callable, args: tuple, kwargs: dict, path: Path,
-                   case: Case) -> tuple[Path, "TreeSpec", Partitioning]:
+    def saved_int8(self, fn: Callable, args: tuple, kwargs: dict, path: Path, case: Case, *,
+                   calibration: Sequence[Any] = ()) -> tuple[Path, "TreeSpec", Partitioning]:
         """The offline int8 model of ``fn(*args, **kwargs)`` written to ``path`` (a ``.pte``
-        file), with the structure of its outputs and its partitioning."""
+        file), calibrated on the batches of ``calibration`` (each a tensor or a tuple of
+        positional arguments; empty: on ``args``), with the structure of its outputs and its
+        partitioning."""
         float_program, structure = flat_program(fn, kwargs, args, case)
-        program = export_program(quantized(float_program, args, self.granularity, case), args, case)
+        batches = tuple(calibration) or (args,)
+        program = export_program(quantized(float_program, batches, self.granularity, case), args, case)
         partitioning, buffer = self.compiled(program, case)
         path.write_bytes(buffer)
         return path, structure, partitioning
@@ -168,9 +175,19 @@ class ExecuTorchBackend(Backend):
             raise export_failure(case, "ExecuTorch cannot lower the exported program", exc) from exc
 
 
-def quantized(program: "torch.export.ExportedProgram", args: tuple, granularity: str, case: Case) -> Any:
+@dataclass(frozen=True, kw_only=True)
+class ExecuTorchInt8(Int8Quantization):
+    """The knobs of ``executorch:int8`` that the int8 targets share (granularity, calibration
+    set: ``calibration_batches`` checks a per-channel set's size); layers kept in float are not
+    offered (the XNNPACK quantizer's per-module configuration is not wired)."""
+
+    target = "executorch:int8"
+
+
+def quantized(program: "torch.export.ExportedProgram", batches: Sequence[Any], granularity: str, case: Case) -> Any:
     """``program``'s module quantized by PT2E with the XNNPACK quantizer's symmetric int8
-    configuration, calibrated on ``args`` (the converted module, quantize / dequantize ops
+    configuration, calibrated on ``batches`` (each a tensor or a tuple of the program's
+    positional arguments; the converted module, quantize / dequantize ops
     around each annotated op). Unsupported where the quantizer annotated nothing."""
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
                                                                          get_symmetric_quantization_config)
@@ -179,7 +196,8 @@ def quantized(program: "torch.export.ExportedProgram", args: tuple, granularity:
     config = get_symmetric_quantization_config(is_per_channel=granularity == "per-channel")
     try:
         prepared = prepare_pt2e(program.module(), XNNPACKQuantizer().set_global(config))
-        prepared(*args)  # calibration: the observers record the case's ranges
+        for batch in batches:  # calibration: the observers record the batches' ranges
+            prepared(*(batch if isinstance(batch, (tuple, list)) else (batch,)))
         converted = convert_pt2e(prepared)
     except Exception as exc:
         raise export_failure(case, "PT2E quantization with the XNNPACKQuantizer failed", exc) from exc
@@ -239,12 +257,15 @@ def executed(buffer: bytes | Path, partitioning: Partitioning, spec: "TreeSpec",
 
 
 def save_pte(fn: Callable, args: tuple, path: str | Path, *, kwargs: dict | None = None,
-             granularity: str = "per-tensor") -> Path:
+             granularity: str = "per-tensor", calibration: Sequence[Any] = ()) -> Path:
     """The seeds' offline model on ExecuTorch: ``fn(*args, **kwargs)`` quantized to int8 (as
-    ``executorch:int8`` does, calibrated on ``args``), lowered to XNNPACK and written to ``path``
-    as a ``.pte`` file, which ``run_program`` (or any ExecuTorch runtime) loads."""
+    ``executorch:int8`` does, calibrated on ``calibration``'s batches, else on ``args``), lowered
+    to XNNPACK and written to ``path`` as a ``.pte`` file, which ``run_program`` (or any
+    ExecuTorch runtime) loads."""
     case = Case("save_pte", getattr(fn, "__name__", type(fn).__name__), Target(ExecuTorchBackend.name, INT8), quant=INT8)
-    return ExecuTorchBackend(granularity=granularity).saved_int8(fn, args, kwargs or {}, Path(path), case)[0]
+    batches, _ = calibration_batches(ExecuTorchInt8(granularity=granularity, calibration=tuple(calibration)), args)
+    return ExecuTorchBackend(granularity=granularity).saved_int8(fn, args, kwargs or {}, Path(path), case,
+                                                                 calibration=batches)[0]
 
 
 def run_program(program: Any, args: tuple, case: Case) -> list:

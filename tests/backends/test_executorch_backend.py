@@ -212,7 +212,7 @@ def test_executorch_int8_quantizes_and_runs_a_small_cnn_end_to_end(pytester):
     assert (record["status"], record["quant"], record["executed_as"]) == ("passed", "int8", "fused"), record["reason"]
     assert record["device_impl"] == (f"executorch {version('executorch')} XNNPACK int8: PT2E XNNPACKQuantizer symmetric "
                                      "config (int8 affine activations per tensor, int8 symmetric weights per-tensor), "
-                                     "calibrated on the case's inputs")
+                                     "calibrated on the case's inputs (4 sample(s))")
     # within the seeds' 2 %, and not the float model's output: int8 arithmetic moved it
     assert 1e-4 < record["value"] <= 0.02 and record["compile_s"] > 0
     result.stdout.fnmatch_lines([f"*test_cnn_float*{INT8}*: {INT8} runs int8 models only: ask for quant='int8'*"])
@@ -258,3 +258,25 @@ def test_int8_refuses_a_program_with_nothing_to_quantize():
     case = Case(f"t.py::test_sin[{INT8}]", "sin", Target.parse(INT8), quant="int8")
     with pytest.raises(Unsupported, match=r"the XNNPACKQuantizer annotates none of its ops"):
         ExecuTorchBackend().execute(torch.sin, (torch.randn(4),), {}, case=case)
+
+
+def test_int8_calibrates_on_the_cases_calibration_set_and_checks_its_size():
+    """``verify(..., calibration=...)`` on executorch:int8: ranges 20x too wide (a set of scaled
+    inputs) move the int8 output further from the float one than the case's own inputs do, and
+    the record says what it calibrated on; a per-channel set below the size rule is an error."""
+    _require()
+    from mluverify.core.calibration import calibrating_on
+    from mluverify.errors import InvalidArgument
+
+    module, x = _cnn()
+    case = Case(f"t.py::test_cnn[{INT8}]", "small_cnn", Target.parse(INT8), quant="int8")
+    expected = module(x)
+    own = ExecuTorchBackend().execute(module, (x,), {}, case=case)
+    with calibrating_on([x * 20 for _ in range(3)], case, ExecuTorchBackend()):
+        wide = ExecuTorchBackend().execute(module, (x,), {}, case=case)
+    assert own.info["device_impl"].endswith("calibrated on the case's inputs (4 sample(s))")
+    assert wide.info["device_impl"].endswith("calibrated on 3 batch(es), 12 sample(s)")
+    own_error = compare(own.output, expected, mode="cnml").value
+    assert compare(wide.output, expected, mode="cnml").value > 5 * own_error > 0
+    with calibrating_on([x], case, ExecuTorchBackend()), pytest.raises(InvalidArgument, match="needs at least 19"):
+        ExecuTorchBackend(granularity="per-channel").execute(module, (x,), {}, case=case)
