@@ -112,9 +112,19 @@ def _compile(source: str) -> Callable[..., tuple]:
 
 def run(program: Program, inputs: Sequence[Any], *, every_value: bool = False, golden: bool = False) -> tuple:
     """The program on fresh copies of ``inputs`` (in-place ops never touch the caller's);
-    ``golden``: in float64."""
+    ``golden``: in float64, floats made from integers included (``clamp(int, 0.0, 1.0)`` takes
+    the default dtype, float64 there), so no float32 value meets a float64 one."""
+    import torch
+
     fn = program.callable(every_value=every_value, golden=golden)
-    return fn(*(x.double() if golden else x.clone() for x in inputs))
+    if not golden:
+        return fn(*(x.clone() for x in inputs))
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        return fn(*(x.double() for x in inputs))
+    finally:
+        torch.set_default_dtype(default)
 
 
 __all__ = ["FORMAT", "Node", "Program", "VERSION", "run"]

@@ -61,8 +61,15 @@ _failure = export_failure
 
 def missing(modules: tuple[str, ...], extra: str) -> str | None:
     """Which of ``modules`` are not installed, with the line that installs ``extra``; None: all are."""
-    absent = [name for name in modules if importlib.util.find_spec(name) is None]
+    absent = [name for name in modules if not _installed(name)]
     return f"{' and '.join(absent)} not installed (pip install 'mluverify[{extra}]')" if absent else None
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported; a dotted name's parent is looked up first
+    (``find_spec("iree.runtime")`` raises where ``iree`` is missing)."""
+    parts = module.split(".")
+    return all(importlib.util.find_spec(".".join(parts[:depth])) is not None for depth in range(1, len(parts) + 1))
 
 
 class OrtBackend(Backend):

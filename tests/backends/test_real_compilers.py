@@ -51,7 +51,9 @@ def require(backend: Backend, target: str, package: str) -> None:
     """Skip with ``backend``'s reason (its install line) where ``target`` cannot run; under
     ``CI=true``, fail where its ``package`` is installed but the target still cannot run."""
     reason = backend.unavailable_reason() or backend.mode_unavailable_reason(Target.parse(target).mode)
-    if reason and importlib.util.find_spec(package) and os.environ.get("CI") == "true":
+    # the top-level package first: find_spec("iree.runtime") raises where "iree" is missing
+    installed = importlib.util.find_spec(package.split(".")[0]) and importlib.util.find_spec(package)
+    if reason and installed and os.environ.get("CI") == "true":
         pytest.fail(f"{target} is installed but cannot run: {reason}")
     if reason:
         pytest.skip(f"{target} unavailable: {reason}")
@@ -210,3 +212,12 @@ def test_zero_dimensional_inputs_keep_their_shape(target):
     case = Case(f"t.py::test_add[{target}]", "add", Target.parse(target))
     output = BACKENDS[target]().execute(torch.add, (torch.tensor(1.5), torch.tensor(2.0)), {}, case=case).output
     assert output.shape == () and output.item() == 3.5
+
+
+def test_a_missing_package_of_a_dotted_name_is_named_with_the_install_line():
+    """``iree:cpu`` needs ``iree.runtime``: where ``iree`` itself is missing, the reason is the
+    install line (find_spec of the dotted name would raise ModuleNotFoundError)."""
+    from mluverify.plugins.ort_backend import missing
+
+    assert missing(("mluverify_no_such_package.runtime", "torch"), "iree") == (
+        "mluverify_no_such_package.runtime not installed (pip install 'mluverify[iree]')")

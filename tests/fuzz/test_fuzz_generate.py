@@ -55,3 +55,17 @@ def test_decimal_inputs_put_quotients_beside_an_integer():
     one, tenth = (torch.tensor([v], dtype=torch.float32) for v in (1.0, 0.1))
     assert {1.0, float(tenth)} <= set(DECIMALS)
     assert torch.floor_divide(one, tenth).item() == 9.0 and torch.floor(one / tenth).item() == 10.0
+
+
+def test_the_float64_run_makes_floats_from_integers_in_float64():
+    """``clamp`` of integer indices with float bounds takes the default dtype: in the golden run
+    that is float64, so it meets a float64 input in ``linear`` (a drawn program failed there:
+    "expected m1 and m2 to have the same dtype, but got: float != double")."""
+    program = Program(inputs=((4, 3), (2, 3)), nodes=(
+        Node("sort_indices", ("x0",), {"dim": 1}), Node("clamp", ("v0",), {"lo": 0.0, "hi": 1.0}),
+        Node("linear", ("v1", "x1"))))
+    inputs = (torch.randn(4, 3), torch.randn(2, 3))
+    narrow, wide = run(program, inputs)[0], run(program, inputs, golden=True)[0]
+    assert (narrow.dtype, wide.dtype) == (torch.float32, torch.float64)
+    assert torch.allclose(narrow.double(), wide, atol=1e-6)
+    assert torch.get_default_dtype() == torch.float32  # restored after the golden run
