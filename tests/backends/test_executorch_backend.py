@@ -11,7 +11,6 @@ install); under ``CI=true`` an installed executorch that cannot run fails.
 from __future__ import annotations
 
 import importlib.util
-import os
 from importlib.metadata import version
 
 import pandas as pd
@@ -22,7 +21,7 @@ import torch
 from mluverify import compare
 from mluverify.core.case import Case, Target
 from mluverify.plugins.executorch_backend import ExecuTorchBackend, Partitioning
-from tests.backends.test_real_compilers import PROGRAM_ARGS, program
+from tests.backends.test_real_compilers import PROGRAM_ARGS, program, require
 from tests.backends.test_real_compilers import SUITE as REAL_SUITE
 
 TARGET = "executorch:xnnpack"
@@ -30,11 +29,7 @@ CASE = Case(f"t.py::test_program[{TARGET}]", "program", Target.parse(TARGET))
 
 
 def _require() -> None:
-    reason = ExecuTorchBackend().unavailable_reason()
-    if reason and importlib.util.find_spec("executorch") and os.environ.get("CI") == "true":
-        pytest.fail(f"{TARGET} is installed but cannot run: {reason}")
-    if reason:
-        pytest.skip(f"{TARGET} unavailable: {reason}")
+    require(ExecuTorchBackend(), TARGET, "executorch")
 
 
 # the program and the small CNN the other real compilers run, and cases that show what XNNPACK takes

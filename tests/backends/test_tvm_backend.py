@@ -10,7 +10,6 @@ install); under ``CI=true`` it fails where the package is installed but cannot r
 from __future__ import annotations
 
 import importlib.util
-import os
 from importlib.metadata import version
 
 import pandas as pd
@@ -22,7 +21,7 @@ from mluverify import compare
 from mluverify.core.case import Case, Target
 from mluverify.errors import BackendError
 from mluverify.plugins.tvm_backend import TvmBackend
-from tests.backends.test_real_compilers import PROGRAM_ARGS, program
+from tests.backends.test_real_compilers import PROGRAM_ARGS, program, require
 from tests.backends.test_real_compilers import SUITE as REAL_SUITE
 
 # Imported before pytester snapshots sys.modules: a C extension first imported inside a pytester
@@ -37,11 +36,7 @@ needs_tvm = pytest.mark.usefixtures("require_tvm")
 
 @pytest.fixture
 def require_tvm() -> None:
-    reason = TvmBackend().unavailable_reason()
-    if reason and importlib.util.find_spec("tvm") and os.environ.get("CI") == "true":
-        pytest.fail(f"tvm:cpu is installed but cannot run: {reason}")
-    if reason:
-        pytest.skip(f"tvm:cpu unavailable: {reason}")
+    require(TvmBackend(), "tvm:cpu", "tvm")
 
 
 # the program and the small CNN (float32, float16, bfloat16) the other real compilers run, and what
