@@ -22,7 +22,9 @@ On a target that compiles each case (a mode its back end lists in ``Backend.comp
 - known compiler deviations are waived from the compilers' waiver files ``reports/*/waivers.toml``
   (``reports/inductor/waivers.toml``, ``reports/tvm/waivers.toml``, ...: case-id glob naming the
   target -> ``reason``, ``until``, ``max``; each with a minimal reproducer script beside it), as
-  ``mlu_waiver`` marks.
+  ``mlu_waiver`` marks; a waiver with ``skip = true`` (a case the compiler cannot run at all: no
+  lowering, a converter that refuses the graph; there is no verdict to waive) skips the case with
+  its reason and expiry, as the training suites' waiver file does.
 
 The suites themselves are not duplicated: this plugin only selects and marks their items.
 """
@@ -34,7 +36,7 @@ import pytest
 
 from mluverify.core.backends import BackendRegistry
 from mluverify.core.case import Target
-from mluverify.core.expectations import compiler_waiver_files, load_waivers, marker_fields, waiver_for
+from mluverify.core.expectations import Waiver, compiler_waiver_files, load_waivers, marker_fields, waiver_for
 
 FUSED_MODES = ("cnml", "offline")  # each case captured and built into a fused program
 FUSED_EXAMPLES = 3
@@ -87,11 +89,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if item not in repeated]
         config.hook.pytest_deselected(items=list(repeated))
     waivers = {key: waiver for path in compiler_waiver_files(config.rootpath)
-               for key, waiver in load_waivers(path).items()}
+               for key, waiver in load_waivers(path, skippable=True).items()}
     for item in compiled:
         waiver = None if item in repeated else waiver_for(item.nodeid, waivers)
         if waiver is not None:
-            item.add_marker(pytest.mark.mlu_waiver(waiver.reason, waiver.until, **marker_fields(waiver)))
+            item.add_marker(_waiver_mark(waiver))
+
+
+def _waiver_mark(waiver: Waiver) -> pytest.MarkDecorator:
+    """A live ``skip`` waiver as a skip with its reason (an errored case has no value a waiver
+    could excuse; after ``until`` the case runs and errors again), any other as ``mlu_waiver``."""
+    if waiver.skip and not waiver.expired():
+        return pytest.mark.skip(reason=f"waived until {waiver.until}: {waiver.reason}")
+    return pytest.mark.mlu_waiver(waiver.reason, waiver.until, **marker_fields(waiver))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -95,6 +95,16 @@ def test_each_compilers_waiver_file_applies(suite, pytester):
     assert "waiver cpu:inductor another deviation 2099-01-01" in suite("cpu:inductor")
 
 
+def test_a_skip_waiver_skips_the_case_until_it_expires(suite, pytester):
+    """``skip = true`` (a case the compiler cannot run: no lowering) skips it; expired, the case
+    runs again under its (expired) waiver."""
+    waivers = pytester.path / "reports" / "inductor" / "waivers.toml"
+    waivers.write_text(WAIVERS.replace('until = "2099-01-01"', 'until = "2099-01-01", skip = true'))
+    assert not [line for line in suite("cpu:inductor") if line.startswith("waiver")]
+    waivers.write_text(WAIVERS.replace('until = "2099-01-01"', 'until = "2000-01-01", skip = true'))
+    assert "waiver cpu:inductor a known deviation 2000-01-01" in suite("cpu:inductor")
+
+
 def test_other_targets_run_the_suites_unchanged(suite):
     lines = suite("cpu64:eager")
     assert lines.count("drawn cpu64:eager") == 6
