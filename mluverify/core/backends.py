@@ -203,8 +203,28 @@ def map_tensors(fn: Callable[["torch.Tensor"], Any], obj: Any) -> Any:
 
 
 def move_module(module: "torch.nn.Module", device: str, dtype: "torch.dtype | None" = None) -> "torch.nn.Module":
-    """A copy of ``module`` on ``device`` (and floating parameters in ``dtype``); the original stays."""
+    """A copy of ``module`` on ``device`` (and floating parameters in ``dtype``); the original
+    stays. A parameter two submodules hold (tied weights) stays one parameter."""
     moved = copy.deepcopy(module)
+    tied = _tied_parameters(moved)
     if dtype is not None:
         moved = moved.to(dtype)
-    return moved.to(device)
+    moved = moved.to(device)
+    # Module.to makes a new Parameter per holder where the device's tensors cannot take a CPU
+    # tensor's .data (a PrivateUse1 device such as the emulated mlu): tie them again, else each
+    # copy gets a share of the gradient and the model has more parameters than on the CPU.
+    for name, first in tied.items():
+        holder, _, attribute = name.rpartition(".")
+        setattr(moved.get_submodule(holder), attribute, moved.get_parameter(first))
+    return moved
+
+
+def _tied_parameters(module: "torch.nn.Module") -> dict[str, str]:
+    """Each parameter name whose parameter another, earlier name also holds: name -> that name."""
+    first_names: dict[int, str] = {}
+    tied = {}
+    for name, parameter in module.named_parameters(remove_duplicate=False):
+        first = first_names.setdefault(id(parameter), name)
+        if first != name:
+            tied[name] = first
+    return tied
