@@ -42,6 +42,10 @@ TRANSCENDENTAL = (
     "pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar", "exp", "exp_", "log", "sqrt", "rsqrt",
 )
 
+# Activations beyond the transcendental ones, the same way: seed 002 "其他如激活算子、BN算子等不需要量化，
+# 直接使用浮点型计算" (activation ops compute in floating point); torch classes GLU among them.
+ACTIVATIONS = ("hardswish", "hardswish_", "hardsigmoid", "hardsigmoid_", "glu")
+
 # Accumulating ops without a per-core model of their own: float16 widened, the CPU's float32.
 ACCUMULATING = (
     "_native_batch_norm_legit_no_training",
@@ -105,7 +109,7 @@ def _register_cnnl_set(registry: KernelRegistry) -> None:
 
     for name in ELEMENTWISE:
         registry.register(f"aten::{name}", cnnl_ops.elementwise(_overload(name)))
-    for name in TRANSCENDENTAL:
+    for name in (*TRANSCENDENTAL, *ACTIVATIONS):
         registry.register(f"aten::{name}", cnnl_ops.correctly_rounded(_overload(name)))
     for name in ACCUMULATING:
         registry.register(f"aten::{name}", cnnl_ops.accumulating(_overload(name)))

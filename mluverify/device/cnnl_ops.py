@@ -315,6 +315,9 @@ CONTRACTIONS: dict[str, Callable] = {
     "mm": contractions.mm,
     "bmm": contractions.bmm,
     "addmm": contractions.addmm,
+    # an op of the fused engine (fusion.fusible.FUSIBLE_OPS), so layer by layer too: seed 001 "任何已经实现的算子
+    # 都可以同时采用在线逐层、在线融合和离线模式" (any implemented op runs layer by layer, fused and offline)
+    "baddbmm": contractions.baddbmm,
     "addmv": contractions.addmv,
     "dot": contractions.dot,
     "mv": contractions.mv,

@@ -1,4 +1,4 @@
-"""The matmul class on the emulated MLU: convolution (every kind), mm, addmm, bmm, mv, addmv and dot, as pure
+"""The matmul class on the emulated MLU: convolution (every kind), mm, addmm, bmm, baddbmm, mv, addmv and dot, as pure
 functions on CPU tensors (the kernels of ``mluverify.device.builtin_kernels``).
 
 How a product ``left x right`` (``right`` the weight) is computed, by the active settings
@@ -285,6 +285,18 @@ def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: 
           alpha: float = 1) -> torch.Tensor:
     """``aten.addmm``: ``alpha * (mat1 @ mat2)`` (the device's product) ``+ beta * input``, in
     float32 (``input`` ignored when beta is 0, as BLAS does)."""
+    return _added_product(aten.addmm.default, input, mat1, mat2, beta, alpha, weight=True)
+
+
+def baddbmm(input: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, beta: float = 1,
+            alpha: float = 1) -> torch.Tensor:
+    """``aten.baddbmm``: ``addmm`` of each batch (``bmm``'s product: no operand is a weight)."""
+    return _added_product(aten.baddbmm.default, input, batch1, batch2, beta, alpha, weight=False)
+
+
+def _added_product(cpu_added_op: Callable, input: torch.Tensor, left: torch.Tensor, right: torch.Tensor,
+                   beta: float, alpha: float, weight: bool) -> torch.Tensor:
+    """``alpha * (left @ right) + beta * input`` with the device's product, the rest in float32."""
 
     def finish(y: torch.Tensor) -> torch.Tensor:  # y is a fresh product: updated in place
         if alpha != 1:
@@ -295,9 +307,9 @@ def addmm(input: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta: 
         return y.add_(added if beta == 1 else added * beta)
 
     def cpu_op(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-        return aten.addmm.default(_widened(input), left, right, beta=beta, alpha=alpha)
+        return cpu_added_op(_widened(input), left, right, beta=beta, alpha=alpha)
 
-    return _run(ProductCall(MatrixProduct(), finish, cpu_op), mat1, mat2)
+    return _run(ProductCall(MatrixProduct(), finish, cpu_op, weight=weight), left, right)
 
 
 def addmv(input: torch.Tensor, mat: torch.Tensor, vec: torch.Tensor, *, beta: float = 1,

@@ -51,6 +51,8 @@ LOWERED_TO_KERNELS: tuple[str, ...] = (
     "aten::conv_transpose3d.input", "aten::std", "aten::std.dim", "aten::var", "aten::var.dim", "aten::relu6",
     "aten::true_divide.Tensor", "aten::max.other", "aten::min.other", "aten::zeros", "aten::lstm.input",
     "aten::gru.input",
+    # layout ops the device runs through torch's generic implementations on its memory (no kernel)
+    "aten::pad", "aten::constant_pad_nd", "aten::repeat", "aten::unfold",
 )
 
 
