@@ -15,7 +15,8 @@ from collections import Counter
 from pathlib import Path
 
 # The project's expectations files besides [tool.mluverify.waivers], relative to its root.
-DEFAULT_FILES = ("suites/opinfo/waivers.toml", "suites/training/waivers.toml")  # and the compilers' (reports/*/waivers.toml)
+DEFAULT_FILES = ("suites/opinfo/waivers.toml", "suites/training/waivers.toml",
+                 "suites/ops/waivers.toml")  # and the compilers' (reports/*/waivers.toml)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -1,5 +1,5 @@
 """Convolution: 1d / 2d / 3d with drawn groups, stride, padding, dilation and bias; transposed
-2d; and quantized (int8 / int16) Conv1d / Conv2d / Conv3d modules on the fused target."""
+2d; im2col / col2im (``F.unfold`` / ``F.fold``) of the same geometries; and quantized (int8 / int16) Conv1d / Conv2d / Conv3d modules on the fused target."""
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -112,6 +112,22 @@ def test_conv(verify, op: Conv, dtype: str, data) -> None:
 @given(data=st.data())
 def test_conv_with_outliers(verify, dtype: str, data) -> None:
     _conv_case(verify, next(op for op in CONVS if op.name == "conv2d"), dtype, data, ("outliers",))
+
+
+@pytest.mark.parametrize("name", ("im2col", "col2im"))
+@given(data=st.data())
+def test_im2col(verify, name: str, dtype: str, data) -> None:
+    """``F.unfold`` (im2col: the patches of a 2d convolution's geometry) and ``F.fold`` (col2im:
+    overlapping patches summed back into the image), as vision transformers use them (TNT, VOLO)."""
+    g = data.draw(geometries(2), label="geometry")
+    image = (data.draw(st.integers(1, 2), label="batch"), g.in_channels, *g.sides)
+    window = {"kernel_size": g.kernel, "dilation": g.dilation, "padding": g.padding, "stride": g.stride}
+    if name == "im2col":
+        fn, shape = (lambda x: F.unfold(x, **window)), image
+    else:
+        fn, shape = (lambda x: F.fold(x, g.sides, **window)), F.unfold(torch.zeros(image), **window).shape
+    verdict = verify(fn, data.draw(tensors(shape, grid=dtype), label="x"), op=name, dtype=dtype)
+    hypothesis.target(search_score(verdict.diagnostics, verdict.value), label=f"raw_rel_mse:{name}:{dtype}")
 
 
 @pytest.mark.mlu_targets("mlu:cnml")

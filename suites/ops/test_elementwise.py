@@ -70,6 +70,11 @@ UNARY = (
     Unary("sign", torch.sign, nonfinite=True),
     Unary("isnan", torch.isnan, nonfinite=True),
     Unary("dropout_eval", functools.partial(F.dropout, p=0.5, training=False)),
+    Unary("hardswish", F.hardswish),
+    Unary("hardsigmoid", F.hardsigmoid),
+    Unary("sin", torch.sin, low=-100.0, high=100.0),
+    Unary("cos", torch.cos, low=-100.0, high=100.0),
+    Unary("reciprocal", torch.reciprocal, low=1e-3),
 )
 
 
@@ -157,6 +162,15 @@ def test_with_scalar(verify, name: str, fn: Callable, dtype: str, data) -> None:
     hypothesis.target(search_score(verdict.diagnostics, verdict.value), label=_label(name, dtype))
 
 
+@given(data=st.data())
+def test_glu(verify, dtype: str, data) -> None:
+    # the gated dim has an even size: its halves are the value and the gate
+    shape = data.draw(shapes().map(lambda s: (*s[:-1], 2 * s[-1])), label="shape")
+    x = data.draw(tensors(shape, grid=dtype), label="x")
+    verdict = verify(lambda t: F.glu(t, -1), x, op="glu", dtype=dtype)
+    hypothesis.target(search_score(verdict.diagnostics, verdict.value), label=_label("glu", dtype))
+
+
 # op name, callable, arity, half_limit: every op of the tables above
 SPECIAL_CASES = (*((op.name, op.fn, 1, op.half_limit) for op in UNARY),
                  *((op.name, op.fn, 2, op.half_limit) for op in BINARY),
@@ -186,3 +200,65 @@ def _special_inputs(fn: Callable, arity: int, dtype: str, half_limit: float | No
 def test_special_points(verify, name: str, fn: Callable, arity: int, half_limit: float | None, dtype: str) -> None:
     # an output that is all infinities (both sides, same signs) is the right answer here
     verify(fn, *_special_inputs(fn, arity, dtype, half_limit), op=name, dtype=dtype, expect_non_finite=True)
+
+
+class Integer(NamedTuple):
+    name: str
+    fn: Callable
+    dtypes: tuple[str, ...]  # the integer dtypes the zoo's models run it in (suites/zoo/op_coverage.md)
+    arity: int = 1
+    other_low: int = -1000  # the second operand's least value (floor_divide: positive divisors)
+
+
+INTEGER = (  # the index arithmetic of position ids and attention masks (Hugging Face models)
+    Integer("add", torch.add, ("int32", "int64"), 2),
+    Integer("sub", torch.sub, ("int64",), 2),
+    Integer("rsub", lambda x: 1 - x, ("int64",)),
+    Integer("mul", torch.mul, ("int32", "int64"), 2),
+    Integer("neg", torch.neg, ("int64",)),
+    Integer("abs", torch.abs, ("int64",)),
+    Integer("minimum", torch.minimum, ("int64",), 2),
+    Integer("lt", torch.lt, ("int64",), 2),
+    Integer("le", torch.le, ("int64",), 2),
+    Integer("ge", torch.ge, ("int64",), 2),
+    Integer("gt", torch.gt, ("int64",), 2),
+    Integer("ne", torch.ne, ("int64",), 2),
+    Integer("floor_divide", torch.floor_divide, ("int64",), 2, other_low=1),
+    Integer("cumsum", lambda x: torch.cumsum(x, -1), ("int32", "int64")),
+    Integer("sort", lambda x: torch.sort(x, dim=-1, stable=True), ("int64",)),
+    Integer("repeat", lambda x: x.repeat(2, *([1] * (x.dim() - 1))), ("int64",)),
+)
+INTEGER_CASES = [pytest.param(op, dtype, id=f"{op.name}-{dtype}") for op in INTEGER for dtype in op.dtypes]
+
+
+def _integers(data, shape, dtype: str, low: int = -1000, label: str = "x") -> torch.Tensor:
+    """Integers in [low, 1000] of ``dtype``: ``tensors``' values (every distribution, maybe a
+    strided view) rounded, so they probe at 0, +-1 and the tensors' other kernel branch points."""
+    return data.draw(tensors(shape, low=low, high=1000.0), label=label).round().to(getattr(torch, dtype))
+
+
+@pytest.mark.parametrize("op, int_dtype", INTEGER_CASES)
+@given(data=st.data())
+def test_integer(verify, op: Integer, int_dtype: str, data) -> None:
+    shape = data.draw(shapes(), label="shape")
+    operands = [_integers(data, shape, int_dtype)]
+    if op.arity == 2:
+        other_shape = data.draw(broadcastable_shapes(shape), label="other_shape")
+        operands.append(_integers(data, other_shape, int_dtype, op.other_low, label="y"))
+    verify(op.fn, *operands, op=op.name, dtype=int_dtype)  # judged exactly: integer results
+
+
+BOOLEAN = (  # the attention masks' logic
+    ("bitwise_and", torch.bitwise_and, 2),
+    ("bitwise_not", torch.bitwise_not, 1),
+    ("all", torch.all, 1),
+    ("where", torch.where, 3),
+)
+
+
+@pytest.mark.parametrize("name, fn, arity", BOOLEAN, ids=[name for name, *_ in BOOLEAN])
+@given(data=st.data())
+def test_boolean(verify, name: str, fn: Callable, arity: int, data) -> None:
+    shape = data.draw(shapes(), label="shape")
+    operands = [data.draw(tensors(shape), label=f"operand{i}") > 0 for i in range(arity)]
+    verify(fn, *operands, op=name, dtype="bool")  # judged exactly: boolean results

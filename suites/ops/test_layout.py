@@ -1,5 +1,5 @@
 """Layout and indexing: cat / stack / split / chunk / view / reshape / permute / transpose /
-flatten / contiguous / expand, index_select / gather / embedding (results must be exact copies
+flatten / contiguous / expand / pad / roll / repeat / unfold, index_select / gather / embedding (results must be exact copies
 of the input's values: any rounding or misplaced element shows)."""
 from __future__ import annotations
 
@@ -26,6 +26,10 @@ LAYOUT = (  # name, fn(x, dim) on one tensor with at least 2 dims
     ("contiguous", lambda x, d: x.contiguous()),
     ("expand", lambda x, d: x[:1].expand(3, *x.shape[1:]) * 1.0),
     ("narrow_add", lambda x, d: x.narrow(d, 0, 1) + x),
+    ("constant_pad_nd", lambda x, d: F.pad(x, (1, 2, 0, 1), value=0.5)),
+    ("roll", lambda x, d: torch.roll(x, 2, d)),
+    ("repeat", lambda x, d: x.repeat(2, *([1] * (x.dim() - 1)))),
+    ("unfold", lambda x, d: x.unfold(d, min(2, x.shape[d]), 1).contiguous()),  # sliding windows (halo attention)
 )
 
 

@@ -1,4 +1,4 @@
-"""Matrix products: linear (with and without bias), addmm (alpha, beta), mm, bmm, matmul with
+"""Matrix products: linear (with and without bias), addmm (alpha, beta), mm, bmm, baddbmm, matmul with
 broadcast batch dims; quantized (int8 / int16) Linear modules on the fused target."""
 from __future__ import annotations
 
@@ -43,6 +43,8 @@ PRODUCTS = (
     Product("bmm", lambda m, k, n, b: ((b, m, k), (b, k, n)), torch.bmm),
     Product("matmul_broadcast", lambda m, k, n, b: ((b, 1, m, k), (2, k, n)), torch.matmul),
     Product("matmul_vector", lambda m, k, n, b: ((b, m, k), (k,)), torch.matmul),
+    Product("baddbmm", lambda m, k, n, b: ((b, 1, n), (b, m, k), (b, k, n)),  # BLOOM's ALiBi scores
+            lambda c, x, y: torch.baddbmm(c, x, y, beta=0.5, alpha=2.0)),
 )
 
 

@@ -1,5 +1,6 @@
 """Normalisations: batch_norm (eval, running statistics), layer_norm, group_norm, with and
-without affine parameters (float16 computes in float32 on the device)."""
+without affine parameters (float16 computes in float32 on the device); weight normalisation
+(``torch._weight_norm``, wav2vec2's positional convolution)."""
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -54,3 +55,13 @@ def test_norm(verify, op: Norm, affine: bool, dtype: str, data) -> None:
     x = data.draw(tensors(shapes(min_dims=op.min_dims, min_side=2), low=-1e3, high=1e3, grid=dtype), label="x")
     verdict = verify(op.fn, x, *_params(data, op, x, affine, dtype), op=op.name, dtype=dtype)
     hypothesis.target(search_score(verdict.diagnostics, verdict.value), label=f"raw_rel_mse:{op.name}:{dtype}")
+
+
+@given(data=st.data())
+def test_weight_norm(verify, dtype: str, data) -> None:
+    v = data.draw(tensors(shapes(min_dims=2, min_side=2), low=-1e2, high=1e2, grid=dtype), label="v")
+    dim = data.draw(st.integers(0, v.dim() - 1), label="dim")
+    hypothesis.assume(bool(v.movedim(dim, 0).flatten(1).ne(0).any(1).all()))  # a zero slice has no direction
+    g = _vector(data, v.shape[dim], dtype).reshape([-1 if i == dim else 1 for i in range(v.dim())])
+    verdict = verify(lambda v, g: torch._weight_norm(v, g, dim), v, g, op="weight_norm_interface", dtype=dtype)
+    hypothesis.target(search_score(verdict.diagnostics, verdict.value), label=f"raw_rel_mse:weight_norm:{dtype}")

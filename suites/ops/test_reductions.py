@@ -1,5 +1,6 @@
 """Reductions and softmax over a drawn dim: sum / mean / var / std / max / min / argmax /
-argmin / softmax / log_softmax (float16 accumulates in float32 on the device)."""
+argmin / softmax / log_softmax / _safe_softmax / cumsum / vector norm / sort / topk / histc
+(float16 accumulates in float32 on the device)."""
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -41,6 +42,13 @@ REDUCTIONS = (
     Reduction("argmin", lambda x, dim: torch.argmin(x, dim), 6e4),
     Reduction("softmax", lambda x, dim: torch.softmax(x, dim), 6e4),
     Reduction("log_softmax", lambda x, dim: torch.log_softmax(x, dim), 6e4),
+    Reduction("safe_softmax", lambda x, dim: torch.ops.aten._safe_softmax(x, dim), 6e4),  # attention's softmax
+    Reduction("cumsum", lambda x, dim: torch.cumsum(x, dim), 1e3),
+    Reduction("linalg_vector_norm", lambda x, dim: torch.linalg.vector_norm(x, dim=dim), 50.0),
+    Reduction("sort", lambda x, dim: torch.sort(x, dim=dim, stable=True), 6e4),  # stable: ties keep their order
+    Reduction("topk", lambda x, dim: torch.topk(x, 3, dim).values, 6e4),  # values: tied indices may differ
+    # float16: torch bins at (x - min) * bins / (max - min) in float16, so (max - min) * 7 must fit
+    Reduction("histc", lambda x, dim: torch.histc(x, bins=7), 4e3),
 )
 
 
