@@ -13,7 +13,9 @@ CPU's own input is within ``TIE`` of a tie (relative to the input's largest magn
 everywhere else the CPU keeps its own choice, so a kernel that selects wrongly beyond rounding
 still shows. The reference is then the CPU's gradient of the device's forward. Only the ops
 whose backward reads the choice from their result are followed: ``relu`` / ``relu_`` (the
-backward masks by ``result > 0``) and ``max_pool2d_with_indices`` (it routes by the indices).
+backward masks by ``result > 0``) and ``max_pool2d_with_indices`` (it routes by the indices);
+and ``hardtanh`` / ``hardtanh_`` (ReLU6: MobileNets), whose backward masks by ``min < x < max`` of
+the input it saved, which the CPU's input takes the device's side at a near tie of either bound.
 torch is imported only when a case runs.
 """
 from __future__ import annotations
@@ -32,12 +34,15 @@ from typing import Any, Callable, ContextManager
 TIE = 0.02
 RELU_OPS = ("aten::relu", "aten::relu_")
 MAX_POOL_OPS = ("aten::max_pool2d_with_indices",)
+HARDTANH_OPS = ("aten::hardtanh", "aten::hardtanh_")
+SELECTING_OPS = RELU_OPS + MAX_POOL_OPS + HARDTANH_OPS
 
 
 @dataclass(frozen=True)
 class Selection:
     """One selecting op's choice on the device: the op, its input's shape, and the choice on
-    the CPU (ReLU: the mask ``result > 0``; max pooling: the indices)."""
+    the CPU (ReLU: the mask ``result > 0``; max pooling: the indices; hardtanh: the side, -1 at
+    or below ``min``, 1 at or above ``max``, 0 between)."""
 
     op: str
     shape: tuple[int, ...]
@@ -78,7 +83,7 @@ def record(run: Callable[[], Any]) -> tuple[Any, list[Selection]]:
             name = func._schema.name
             shape = tuple(args[0].shape) if args and isinstance(args[0], torch.Tensor) else ()
             result = func(*args, **(kwargs or {}))
-            chosen = (result > 0) if name in RELU_OPS else result[1] if name in MAX_POOL_OPS else None
+            chosen = _choice(name, result, args, kwargs or {})
             # a plain tensor only: a fused target tracing the case (fake or functional tensors)
             # computes nothing here, and a traced constant would break its capture
             if type(chosen) is torch.Tensor:
@@ -96,6 +101,9 @@ def follow(selections: list[Selection], run: Callable[[], Any]) -> tuple[Any, Fo
     from torch.utils._python_dispatch import TorchDispatchMode
 
     taken, problems = [], []  # elements taken per selection; why the selections did not line up
+    # The last clone and its source: autograd saves an in-place hardtanh_'s input as a clone made
+    # just before it, the tensor its backward reads.
+    last_clone: list = [None, None]
 
     def next_selection(name: str, shape: tuple[int, ...]) -> Selection | None:
         if problems:
@@ -113,11 +121,18 @@ def follow(selections: list[Selection], run: Callable[[], Any]) -> tuple[Any, Fo
     class Follower(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             name = func._schema.name
-            selection = next_selection(name, tuple(args[0].shape)) if name in RELU_OPS + MAX_POOL_OPS else None
+            selection = next_selection(name, tuple(args[0].shape)) if name in SELECTING_OPS else None
             if selection is None:
-                return func(*args, **(kwargs or {}))
-            take_device = _follow_relu if name in RELU_OPS else _follow_max_pool
-            result, elements = take_device(func, args, kwargs or {}, selection.choice)
+                result = func(*args, **(kwargs or {}))
+                if name == "aten::clone":
+                    last_clone[:] = args[0], result
+                return result
+            if name in HARDTANH_OPS:
+                saved = last_clone[1] if name == HARDTANH_OPS[1] and last_clone[0] is args[0] else None
+                result, elements = _follow_hardtanh(func, args, kwargs or {}, selection.choice, saved)
+            else:
+                take_device = _follow_relu if name in RELU_OPS else _follow_max_pool
+                result, elements = take_device(func, args, kwargs or {}, selection.choice)
             taken.append(elements)
             return result
 
@@ -139,6 +154,59 @@ def _run_under(mode: type, run: Callable[[], Any]) -> Any:
 def _near_tie(margin: Any, x: Any) -> Any:
     """Where ``margin`` (>= 0) is within ``TIE`` of the largest magnitude of ``x``."""
     return margin <= TIE * x.detach().abs().max()
+
+
+def _choice(name: str, result: Any, args: tuple, kwargs: dict) -> Any:
+    """The choice a selecting op made (``Selection.choice``), None for another op."""
+    if name in RELU_OPS:
+        return result > 0
+    if name in MAX_POOL_OPS:
+        return result[1]
+    if name in HARDTANH_OPS:
+        return _hardtanh_side(result, *_hardtanh_bounds(args, kwargs))
+    return None
+
+
+def _hardtanh_bounds(args: tuple, kwargs: dict) -> tuple[float, float]:
+    """``min_val`` and ``max_val`` of a hardtanh call (the schema's defaults -1 and 1)."""
+    low = args[1] if len(args) > 1 else kwargs.get("min_val", -1.0)
+    high = args[2] if len(args) > 2 else kwargs.get("max_val", 1.0)
+    return float(low), float(high)
+
+
+def _hardtanh_side(x: Any, low: float, high: float) -> Any:
+    """-1 where ``x <= low``, 1 where ``x >= high``, 0 between: where the backward passes the
+    gradient (int8)."""
+    import torch
+
+    return (x >= high).to(torch.int8) - (x <= low).to(torch.int8)
+
+
+def _follow_hardtanh(func: Any, args: tuple, kwargs: dict, device_side: Any, saved: Any) -> tuple[Any, int]:
+    """hardtanh taking the device's side at near ties of either bound: a taken clamp is the
+    bound, a taken pass is ``x`` mirrored into the open interval. The backward masks by the
+    input it saved, so the value is written into the input (its other readers see the device's
+    side too, moved by at most the tie margin) and into ``saved``, the clone autograd saved for
+    an in-place call."""
+    import torch
+
+    x = args[0]
+    in_place = func._schema.name == HARDTANH_OPS[1]
+    # Written into only where the forward made the input itself: an argument of the case (or a
+    # view of one) is the caller's tensor, and is the same on the device (no rounding before it).
+    if x.numel() == 0 or not (in_place or (x.grad_fn is not None and not x._is_view())):
+        return func(*args, **kwargs), 0
+    low, high = _hardtanh_bounds(args, kwargs)
+    device_side = device_side.to(x.device)
+    margin = torch.minimum((x - low).abs(), (x - high).abs())
+    take = (device_side != _hardtanh_side(x, low, high)) & _near_tie(margin, x)
+    bounds = torch.tensor([low, high], dtype=x.dtype)
+    just_inside = torch.nextafter(bounds, bounds.flip(0)).tolist()  # the backward passes strictly inside
+    inside = torch.where(x <= low, 2 * low - x, 2 * high - x).clamp(*just_inside)
+    value = torch.where(device_side < 0, low, torch.where(device_side > 0, high, inside)).to(x.dtype)
+    for read_by_backward in (x, saved) if saved is not None else (x,):
+        read_by_backward.copy_(torch.where(take, value, read_by_backward))
+    return func(*args, **kwargs), int(take.sum())
 
 
 def _follow_relu(func: Any, args: tuple, kwargs: dict, device_mask: Any) -> tuple[Any, int]:
@@ -186,4 +254,4 @@ def device_forward_reference(run: Callable[[], tuple], selections: list[Selectio
         return expected, ""
     return ((expected[0], *result[1:]),
             f"reference gradients follow the device's forward at {followed.elements} near-tie selections "
-            f"(ReLU masks, max-pool argmaxes)")
+            f"(ReLU / hardtanh masks, max-pool argmaxes)")

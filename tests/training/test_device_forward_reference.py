@@ -55,6 +55,34 @@ def test_an_in_place_relu_follows_the_device_as_well():
     assert followed.elements == 1 and followed_grad.tolist() == [[0.0, 1.0], [2.0, 0.0]]
 
 
+@pytest.mark.parametrize("relu6", [lambda t: F.relu6(t * 1.0), lambda t: F.relu6(t * 1.0, inplace=True)],
+                         ids=["out_of_place", "in_place"])
+def test_relu6_follows_the_device_side_of_either_bound_at_a_near_tie_and_only_there(relu6):
+    """ReLU6 (hardtanh(0, 6): MobileNets) masks its backward by ``0 < x < 6`` of the input autograd
+    saved (for the in-place form a clone of it), not by its result."""
+    x = torch.tensor([1.0, -1e-6, 2e-6, 6 - 1e-6, 6 + 2e-6, -0.5, 3.0])
+    device = x.clone()
+    device[1], device[2] = 1e-6, -2e-6          # rounding moved two inputs across 0
+    device[3], device[4] = 6 + 1e-6, 6 - 2e-6   # and two across 6
+    device[5] = 0.5                             # one far from a tie: a wrong mask, not rounding
+    _, chosen = record(lambda: _forward(relu6, device.clone()))
+    followed_grad, followed = follow(chosen, lambda: _gradient(relu6, x))
+    assert followed.problem == "" and followed.elements == 4
+    # upstream 0, 1, 2, ...: the device's side at the four ties, the CPU's own at element 5
+    assert followed_grad.tolist() == [0.0, 1.0, 0.0, 0.0, 4.0, 0.0, 6.0]
+    assert _gradient(relu6, x).tolist() == [0.0, 0.0, 2.0, 3.0, 0.0, 0.0, 6.0]
+
+
+def test_relu6_of_a_case_argument_leaves_the_argument_as_it_is():
+    """The followed value is written into the input the backward reads: never into the caller's
+    tensor (which the device gets unrounded, so it has no near tie to follow)."""
+    given = torch.tensor([-1e-6, 3.0])
+    x = given.clone().requires_grad_()
+    _, chosen = record(lambda: _forward(F.relu6, torch.tensor([1e-6, 3.0])))
+    _, followed = follow(chosen, lambda: _forward(F.relu6, x))
+    assert followed.elements == 0 and torch.equal(x.detach(), given)
+
+
 def test_max_pool_follows_the_device_argmax_of_a_near_tie_window():
     x = torch.tensor([[[[1.0, 1.0 - 1e-6, 0.0, 3.0],
                         [0.0, 0.0, 2.0, 0.0]]]])
