@@ -31,11 +31,11 @@ TIMM_SIDES = {"adv_inception_v3": 96, "gluon_inception_v3": 96, "inception_v3": 
 # Depth reduced through timm's own config override (``depth=``), for the deepest transformers:
 # the architecture stays, the number of identical blocks shrinks.
 TIMM_OVERRIDES = {"cait_m36_384": {"depth": 2}, "xcit_large_24_p8_224": {"depth": 2}}
-# The models also given a training step (loss and gradients): CNNs, vision transformers and an
-# audio encoder. Not the token models: verify(grad=True) of a module whose inputs are all
-# integers (token ids bound as buffers) raises in mluverify.core.gradients (zip of leaf names).
-TRAINED = ("mobilenetv2_100", "lcnet_050", "deit_tiny_patch16_224.fb_in1k", "hf_vit", "hf_resnet", "hf_convnext",
-           "hf_wav2vec2")
+# The models also given a training step (loss and gradients): token models (an encoder, two
+# decoders, an encoder-decoder; their ids bound as buffers, so only parameters' gradients are
+# judged, tied embeddings included), CNNs, vision transformers and an audio encoder.
+TRAINED = ("hf_bert", "hf_gpt2", "hf_llama", "hf_t5", "mobilenetv2_100", "lcnet_050", "deit_tiny_patch16_224.fb_in1k",
+           "hf_vit", "hf_resnet", "hf_convnext", "hf_wav2vec2")
 
 
 @dataclass(frozen=True)
