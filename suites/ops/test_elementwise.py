@@ -227,6 +227,7 @@ INTEGER = (  # the index arithmetic of position ids and attention masks (Hugging
     Integer("cumsum", lambda x: torch.cumsum(x, -1), ("int32", "int64")),
     Integer("sort", lambda x: torch.sort(x, dim=-1, stable=True), ("int64",)),
     Integer("repeat", lambda x: x.repeat(2, *([1] * (x.dim() - 1))), ("int64",)),
+    Integer("to_copy", lambda x: x.to(torch.float32), ("int32", "int64")),  # ids to float (masks, biases)
 )
 INTEGER_CASES = [pytest.param(op, dtype, id=f"{op.name}-{dtype}") for op in INTEGER for dtype in op.dtypes]
 
@@ -253,6 +254,8 @@ BOOLEAN = (  # the attention masks' logic
     ("bitwise_not", torch.bitwise_not, 1),
     ("all", torch.all, 1),
     ("where", torch.where, 3),
+    ("index", lambda x, mask: x[mask], 2),
+    ("to_copy", lambda x: x.to(torch.int64), 1),
 )
 
 

@@ -1,6 +1,6 @@
 """Which (op, dtype) the zoo's models run that the op suites never test: ``python -m
-zoo.op_coverage [RUN]`` from ``suites/`` (RUN: a run directory holding the op suites' records,
-default ``reports/baseline``) writes ``suites/zoo/op_coverage.md``.
+zoo.op_coverage [RUN ...]`` from ``suites/`` (RUN: run directories holding the op suites'
+records, their pairs together; default ``reports/baseline``) writes ``suites/zoo/op_coverage.md``.
 
 The models' side is the captured cases (``captured/cases.parquet``, ``capture_zoo``): each
 case's ATen op and the dtype of its first tensor input. The suites' side is the op-level
@@ -83,8 +83,8 @@ def report(pairs: dict[tuple[str, str], tuple[int, str]], tested: set[tuple[str,
 
 
 def main(args: list[str]) -> None:
-    run = Path(args[0]) if args else HERE.parents[1] / "reports" / "baseline"
-    text = report(model_pairs(HERE / "captured" / "cases.parquet"), suite_pairs(run))
+    runs = [Path(arg) for arg in args] or [HERE.parents[1] / "reports" / "baseline"]
+    text = report(model_pairs(HERE / "captured" / "cases.parquet"), set().union(*map(suite_pairs, runs)))
     (HERE / "op_coverage.md").write_text(text, encoding="utf-8")
     print(text.splitlines()[2])
 
