@@ -372,6 +372,10 @@ TRANSCENDENTAL = [
     ("rsqrt", torch.rsqrt, lambda a: 1 / np.sqrt(a)), ("tanh", torch.tanh, np.tanh),
     ("sigmoid", torch.sigmoid, lambda a: 1 / (1 + np.exp(-a))), ("gelu", F.gelu, _np_gelu),
     ("silu", F.silu, lambda a: a / (1 + np.exp(-a))), ("pow", lambda t: torch.pow(t, 1.7), lambda a: a ** 1.7),
+    # the activations computed the same way (builtin_kernels.ACTIVATIONS)
+    ("hardswish", F.hardswish, lambda a: a * np.clip(a + 3, 0, 6) / 6),
+    ("hardsigmoid", F.hardsigmoid, lambda a: np.clip(a + 3, 0, 6) / 6),
+    ("glu", lambda t: F.glu(t, 0), lambda a: a[:5000] / (1 + np.exp(-a[5000:]))),
 ]
 
 
