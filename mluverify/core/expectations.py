@@ -4,7 +4,8 @@ Sources: the ``mlu_waiver`` marker (``make_waiver``), ``[tool.mluverify.waivers]
 (``parse_waivers``), and waiver files such as ``suites/opinfo/waivers.toml`` or
 ``reports/inductor/waivers.toml`` (``load_waivers``): a ``[waivers]`` table of
 ``"<glob>" = { reason = "...", until = "YYYY-MM-DD", category = "quantization", link = "...",
-max = 0.04, scope = { targets = [...], cores = [...], devices = [...], torch = ">=2.10,<2.15" } }``.
+max = 0.04, max_by_kind = { group = 0.18 }, scope = { targets = [...], cores = [...], devices = [...],
+torch = ">=2.10,<2.15" } }``.
 A glob's only special characters are ``*`` and ``?`` (``case_id_regex``). Every match goes
 through ``covers``: the glob on the case id and the scope on where the case ran (``Where``).
 """
@@ -18,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from mluverify.core.gradients import OUTPUT, RECORD_KINDS
 from mluverify.errors import ConfigError
 
 REQUIRED_KEYS = frozenset({"reason", "until"})
-OPTIONAL_KEYS = frozenset({"max", "category", "link", "scope", "created"})
+OPTIONAL_KEYS = frozenset({"max", "max_by_kind", "category", "link", "scope", "created"})
 UNSUPPORTED = "unsupported"  # a waiver of where a case ran, not of its value: it needs no ceiling
 # Why a case deviates (docs/configuration.md "Expectations" explains each).
 CATEGORIES = ("quantization", "reduction order", "reference inaccuracy", "dtype range", "device bug",
@@ -86,6 +88,9 @@ class Waiver:
     category: str = ""
     link: str = ""
     scope: Scope = Scope()
+    # (record kind, ceiling) pairs: a kind's own ceiling in place of ``max`` (a fused group's
+    # inner values err more than the case's outputs, and one ceiling for both would hide the outputs')
+    max_by_kind: tuple[tuple[str, float], ...] = ()
 
     def expired(self, today: dt.date | None = None) -> bool:
         return (today or dt.date.today()) > self.until
@@ -96,14 +101,22 @@ class Waiver:
         an ``unsupported`` one (it excuses where a case ran: a CPU fallback, no compilation)."""
         return not self.skip and self.category != UNSUPPORTED
 
-    def over_ceiling(self, value: float | None) -> bool:
-        """Whether the judged ``value`` is above the ceiling ``max``: then the waiver excuses
-        nothing (a case with no value, errored, is not above it)."""
-        return self.max is not None and value is not None and value > self.max
+    def ceiling(self, kind: str = OUTPUT) -> tuple[str, float | None]:
+        """The ceiling on a record of ``kind`` (``RECORD_KINDS``) and its name in the waiver:
+        the kind's own in ``max_by_kind``, else ``max``."""
+        own = dict(self.max_by_kind).get(kind)
+        return ("max", self.max) if own is None else (f"max_by_kind.{kind}", own)
 
-    def worsened(self, metric: str, value: float) -> str:
+    def over_ceiling(self, value: float | None, kind: str = OUTPUT) -> bool:
+        """Whether the judged ``value`` of a record of ``kind`` is above its ``ceiling``: then the
+        waiver excuses nothing (a case with no value, errored, is not above it)."""
+        ceiling = self.ceiling(kind)[1]
+        return ceiling is not None and value is not None and value > ceiling
+
+    def worsened(self, metric: str, value: float, kind: str = OUTPUT) -> str:
         """Why a value ``over_ceiling`` is not excused, for the record's reason."""
-        return f"{WAIVED_BUT_WORSENED}: {metric} {value:.4g} > the waiver's ceiling max {self.max:g} ({self.reason})"
+        name, ceiling = self.ceiling(kind)
+        return f"{WAIVED_BUT_WORSENED}: {metric} {value:.4g} > the waiver's ceiling {name} {ceiling:g} ({self.reason})"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -153,7 +166,8 @@ def covering(case_id: str, waivers: Mapping[str, Waiver], where: Where | None = 
 def marker_fields(waiver: Waiver) -> dict[str, Any]:
     """The ``mlu_waiver`` mark's keyword arguments after ``reason, until`` that rebuild ``waiver``
     (``make_waiver``): ``pytest.mark.mlu_waiver(w.reason, w.until, **marker_fields(w))``."""
-    return {"max": waiver.max, "category": waiver.category, "link": waiver.link, "scope": waiver.scope}
+    return {"max": waiver.max, "max_by_kind": dict(waiver.max_by_kind), "category": waiver.category,
+            "link": waiver.link, "scope": waiver.scope}
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
@@ -166,8 +180,9 @@ def version_tuple(text: str) -> tuple[int, ...]:
 
 def parse_waivers(entries: Mapping[str, Any], source: str = "[tool.mluverify.waivers]", *,
                   skippable: bool = False) -> dict[str, Waiver]:
-    """``case-id glob -> {reason, until, category, link, max, scope, created}``: reason and
-    until are required; ``max`` (optional) is a ceiling on the waived case's judged metric;
+    """``case-id glob -> {reason, until, category, link, max, max_by_kind, scope, created}``:
+    reason and until are required; ``max`` (optional) is a ceiling on the waived case's judged
+    metric, ``max_by_kind`` (optional) one per record kind in its place;
     ``skip`` (optional, only when ``skippable``) marks a case to skip. A ConfigError names
     ``source`` and the entry."""
     allowed = REQUIRED_KEYS | OPTIONAL_KEYS | ({"skip"} if skippable else set())
@@ -182,29 +197,55 @@ def parse_waivers(entries: Mapping[str, Any], source: str = "[tool.mluverify.wai
             raise ConfigError(f"{where}: skip={skip!r} must be true or false")
         waivers[pattern] = make_waiver(
             entry["reason"], entry["until"], entry.get("max"), where=where, skip=skip,
+            max_by_kind=entry.get("max_by_kind"),
             category=entry.get("category", ""), link=entry.get("link", ""), scope=entry.get("scope"),
             created=entry.get("created"))
     return waivers
 
 
 def make_waiver(reason: Any, until: Any, ceiling: Any = None, where: str = "waiver", *, skip: bool = False,
-                category: Any = "", link: Any = "", scope: Any = None, created: Any = None) -> Waiver:
-    """A Waiver from user input; a missing reason, a bad date, a bad ceiling, an unknown
-    category, a bad scope or an expiry before ``created`` is a ConfigError naming it."""
+                category: Any = "", link: Any = "", scope: Any = None, created: Any = None,
+                max_by_kind: Any = None) -> Waiver:
+    """A Waiver from user input; a missing reason, a bad date, a bad ceiling (``ceiling``: its
+    ``max``; ``max_by_kind``: ``{record kind: ceiling}``), an unknown category, a bad scope or an
+    expiry before ``created`` is a ConfigError naming it."""
     if not isinstance(reason, str) or not reason.strip():
         raise ConfigError(f"{where}: a waiver needs a non-empty reason")
     until = _date(until, "until", where)
     if created is not None and until < _date(created, "created", where):
         raise ConfigError(f"{where}: until={until.isoformat()} is before created={created}: "
                           f"the waiver would be expired when written")
-    if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, (int, float)) or ceiling < 0):
-        raise ConfigError(f"{where}: max={ceiling!r} must be a number >= 0 (a ceiling on the judged metric)")
+    _check_ceiling(ceiling, "max", where)
+    by_kind = _ceilings_by_kind(max_by_kind, where)
     if category != "" and category not in CATEGORIES:
         raise ConfigError(f"{where}: category={category!r} is unknown; valid: {', '.join(map(repr, CATEGORIES))}")
     if not isinstance(link, str):
         raise ConfigError(f"{where}: link={link!r} must be a string (an issue or bug URL)")
     return Waiver(reason, until, None if ceiling is None else float(ceiling), skip, category, link,
-                  parse_scope(scope, where))
+                  parse_scope(scope, where), by_kind)
+
+
+def _check_ceiling(ceiling: Any, name: str, where: str) -> None:
+    if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, (int, float)) or ceiling < 0):
+        raise ConfigError(f"{where}: {name}={ceiling!r} must be a number >= 0 (a ceiling on the judged metric)")
+
+
+def _ceilings_by_kind(entry: Any, where: str) -> tuple[tuple[str, float], ...]:
+    """``{group = 0.18}`` as ``(("group", 0.18),)``; a kind not in ``RECORD_KINDS`` or a bad
+    ceiling is a ConfigError."""
+    if entry is None:
+        return ()
+    if not isinstance(entry, Mapping):
+        raise ConfigError(f"{where}: max_by_kind={entry!r} must be a table of record kind = ceiling")
+    unknown = sorted(set(entry) - set(RECORD_KINDS))
+    if unknown:
+        raise ConfigError(f"{where}: max_by_kind names unknown record kind {', '.join(map(repr, unknown))}; "
+                          f"valid: {', '.join(RECORD_KINDS)}")
+    for kind, ceiling in entry.items():
+        if ceiling is None:
+            raise ConfigError(f"{where}: max_by_kind.{kind}=None must be a number >= 0 (a ceiling on the judged metric)")
+        _check_ceiling(ceiling, f"max_by_kind.{kind}", where)
+    return tuple(sorted((kind, float(ceiling)) for kind, ceiling in entry.items()))
 
 
 def parse_scope(entry: Any, where: str = "waiver") -> Scope:

@@ -30,6 +30,9 @@ from mluverify.core.case import Case
 from mluverify.core.provenance import Dispatched, is_declared, ops_under_test_on_cpu
 
 OUTPUT, GRAD, PARAM = "output", "grad", "param"
+# The kind of a fusion group's comparison (the pipeline's); with the three above, a record's kinds.
+GROUP = "group"
+RECORD_KINDS = (OUTPUT, GRAD, PARAM, GROUP)
 
 
 @dataclass(frozen=True)

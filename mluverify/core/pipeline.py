@@ -26,7 +26,7 @@ from mluverify.core.case import Case, Target
 from mluverify.core.config import Settings
 from mluverify.core.expectations import Waiver
 from mluverify.core.golden import Golden, identical, run_golden
-from mluverify.core.gradients import GRAD, OUTPUT, gradient_probe, ops_on_cpu, probe_leaves
+from mluverify.core.gradients import GRAD, GROUP, OUTPUT, gradient_probe, ops_on_cpu, probe_leaves
 from mluverify.core.plugin_manager import call_hook
 from mluverify.core.provenance import ops_under_test_on_cpu, run_recording
 from mluverify.core.record import Record, make_record
@@ -293,8 +293,8 @@ class Pipeline:
     def _record(self, case: Case, comparison: _Comparison, judged: _Judged, duration_s: float,
                 waiver: Waiver | None) -> Outcome:
         """Decide the status of one comparison (a live waiver excuses any but a pass, unless its
-        judged value is above the waiver's ceiling), record it; a task metric below its threshold
-        fails the case whatever its output's error."""
+        judged value is above the waiver's ceiling for the comparison's kind), record it; a task
+        metric below its threshold fails the case whatever its output's error."""
         verdict, execution = comparison.verdict, judged.execution
         task_failure = judged.task.reason() if judged.task is not None else ""
         status, why = statuses.decide(statuses.Facts(
@@ -306,8 +306,8 @@ class Pipeline:
         if status == statuses.FAILED and verdict.passed:
             why = task_failure  # the output is within its bound: the task metric failed it
         concerning = waiver if status != statuses.PASSED else None
-        if concerning is not None and concerning.over_ceiling(verdict.value):
-            why = "; ".join(filter(None, (concerning.worsened(verdict.metric, verdict.value), why)))
+        if concerning is not None and concerning.over_ceiling(verdict.value, comparison.kind):
+            why = "; ".join(filter(None, (concerning.worsened(verdict.metric, verdict.value, comparison.kind), why)))
         elif concerning is not None and not concerning.expired():
             # what it was, once: the record's reason adds the verdict's own
             status, why = statuses.WAIVED, f"{status}: {why}" if why else status
@@ -351,8 +351,6 @@ def _group_value(group: GroupOutputs) -> str:
     return f"fusion group {group.name} ({len(group.ops)} ops: {', '.join(dict.fromkeys(group.ops))})"
 
 
-# The kind of a fusion group's comparison (beside ``gradients.OUTPUT``, ``GRAD``, ``PARAM``).
-GROUP = "group"
 # The documents' rule for quantized models (int8 / int16): the fused / quantized bound, on any target.
 QUANTIZED_POLICY = "cnml"
 

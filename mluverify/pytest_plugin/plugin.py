@@ -45,9 +45,9 @@ OPTION_KEYS = {"core_versions": "mlu_core_version", "determinism_share": "mlu_de
 MARKERS = (
     "mlu_op(name): the op a case verifies (default: the verified callable's name)",
     "mlu_tolerance(bound, metric='rel_mse'): this test's tolerance; overrides hook, config and policy",
-    "mlu_waiver(reason, until, max=None, category='', link='', scope=None): a known deviation; failures are "
-    "recorded as waived until the date YYYY-MM-DD (a judged value above max is not excused: it fails, "
-    "'waived but worsened')",
+    "mlu_waiver(reason, until, max=None, category='', link='', scope=None, max_by_kind=None): a known deviation; "
+    "failures are recorded as waived until the date YYYY-MM-DD (a judged value above max, or above "
+    "max_by_kind[its record kind], is not excused: it fails, 'waived but worsened')",
     "mlu_targets(*targets): run this test only on these targets ('backend:mode')",
     "mlu_golden(enabled=True): judge this test's cases against a float64 CPU result as well "
     "(records device_error and reference_error; needed by the golden policy)",

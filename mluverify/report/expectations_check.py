@@ -7,7 +7,7 @@ these runs) or when every case it covers passed (the deviation is gone). Expired
 uncategorised waivers are reported as well, **uncapped** ones (an accuracy waiver, all but
 ``skip`` and category ``unsupported``, without a ceiling ``max`` would excuse any error: the
 report gives the worst value it covers, what a ceiling is written from) and those whose
-covered comparisons lie **above the ceiling**.
+covered comparisons lie **above the ceiling** (each record kind against its own: ``max_by_kind``).
 ``prune`` rewrites an expectations file without the stale entries, keeping its comments and
 layout (tomlkit).
 """
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Collection, Iterable, NamedTuple
 
 from mluverify.core.expectations import ExpectationsFile, Waiver, Where, case_id_regex
+from mluverify.core.gradients import OUTPUT
 from mluverify.core.status import PASSED
 from mluverify.errors import ConfigError
 
@@ -35,7 +36,7 @@ WHERE_COLUMNS = ("target", "core_version", "device_impl", "torch_version")
 class WaiverCheck:
     """What the runs say of one waiver: ``cases`` it covers, how many of them ``passing``, and
     ``worst``: the largest judged value among its comparisons that did not pass (NaN: none),
-    what a ceiling is written from."""
+    what a ceiling is written from; ``worst_by_kind``: the same per record kind."""
 
     source: str
     key: str
@@ -45,6 +46,7 @@ class WaiverCheck:
     passing: int
     expired: bool
     worst: float = math.nan
+    worst_by_kind: tuple[tuple[str, float], ...] = ()
 
     @property
     def matches_nothing(self) -> bool:
@@ -73,19 +75,21 @@ class WaiverCheck:
                  ("uncategorised", not self.waiver.category),
                  (f"no ceiling: an accuracy waiver needs max = <measured worst case x margin>{measured}",
                   self.uncapped)]
-        above = [f"above its ceiling: worst value {self.worst:.4g} > max {self.waiver.max:g}"
-                 ] if self.waiver.over_ceiling(self.worst) else []
+        above = [f"above its ceiling: worst {kind} value {worst:.4g} > {' '.join(map(str, self.waiver.ceiling(kind)))}"
+                 for kind, worst in self.worst_by_kind if self.waiver.over_ceiling(worst, kind)]
         return [text for text, applies in found if applies] + above
 
 
 def check_expectations(records: "pd.DataFrame", files: Iterable[ExpectationsFile],
                        today: dt.date | None = None) -> list[WaiverCheck]:
     """One ``WaiverCheck`` per waiver of ``files`` against ``records`` (columns ``case_id``,
-    ``status``, ``value`` and ``WHERE_COLUMNS``; a missing one is not known)."""
+    ``status``, ``value``, ``kind`` and ``WHERE_COLUMNS``; a missing one is not known, a
+    record of no kind an output)."""
     today = today or dt.date.today()
-    records = records.reindex(columns=["case_id", "status", "value", *WHERE_COLUMNS])
+    records = records.reindex(columns=["case_id", "status", "value", "kind", *WHERE_COLUMNS])
     case_passes = (records["status"] == PASSED).groupby(records["case_id"]).all()
     not_passing = records["value"].astype(float).where(records["status"] != PASSED)
+    kinds = records["kind"].where(records["kind"].notna() & (records["kind"] != ""), OUTPUT)
     places = Places.of(records)
     checks = []
     for file in files:
@@ -93,9 +97,11 @@ def check_expectations(records: "pd.DataFrame", files: Iterable[ExpectationsFile
             glob = file.case_id_globs[key]
             rows = covered_rows(records, glob, waiver, places)
             covered = records.loc[rows, "case_id"].unique()
+            by_kind = not_passing[rows].groupby(kinds[rows]).max().dropna()
             checks.append(WaiverCheck(str(file.path), key, glob, waiver, len(covered),
                                       int(case_passes.reindex(covered).sum()), waiver.expired(today),
-                                      float(not_passing[rows].max())))
+                                      float(not_passing[rows].max()),
+                                      tuple((str(kind), float(worst)) for kind, worst in by_kind.items())))
     return checks
 
 

@@ -13,8 +13,9 @@ Rules (each finding names its rule):
 - ``worsened``: the judged metric grew by more than the regress factor, or beyond ``mean +
   sigmas x spread`` of repeated baseline runs where that is wider (see ``diff``, ``spread``).
 - ``waived but worsened``: a waived case's metric grew by more than the regress factor over
-  its baseline value, or is above the ceiling (``max``) of the waiver that covers it (when it ran,
-  or a configured one now): a waiver excuses a known deviation, not a growing one. Never waived.
+  its baseline value, or is above the ceiling (``max``, per record kind ``max_by_kind``) of the
+  waiver that covers it (when it ran, or a configured one now): a waiver excuses a known
+  deviation, not a growing one. Never waived.
 - ``missing``: a baseline case is absent from the run (only among the cases the run selected,
   when the caller says which: the test ids a ``-k`` kept, or the paths and node ids the run
   was given; a subset is not a loss).
@@ -86,7 +87,7 @@ def evaluate_gate(run: "pd.DataFrame", baseline: "pd.DataFrame | None" = None, *
         return GateResult(_frame([{"rule": "empty run", "detail": "the run holds no records: nothing was verified"}]))
     cases = case_findings(run, baseline, regress_factor=regress_factor, noise_floor=noise_floor,
                           allow=allow, selected=selected, spread=spread)
-    worsened = ceiling_details(cases, waivers, today)
+    worsened = ceiling_details(cases, waivers, today, run)
     over = worsened != ""
     cases["rule"], cases["detail"] = cases["rule"].mask(over, WAIVED_BUT_WORSENED), cases["detail"].mask(over, worsened)
     cases["waiver"] = waiver_reasons(cases, waivers, today).mask(cases["rule"] == WAIVED_BUT_WORSENED, "")
@@ -204,19 +205,29 @@ def _detail(row: "pd.Series", regress_factor: float, sigmas: float) -> str:
     return f"{row['value']:.4g} > bound {row['bound']:.4g}"
 
 
-def ceiling_details(findings: "pd.DataFrame", waivers: "Mapping[str, Waiver]", today: dt.date) -> "pd.Series":
+def ceiling_details(findings: "pd.DataFrame", waivers: "Mapping[str, Waiver]", today: dt.date,
+                    run: "pd.DataFrame") -> "pd.Series":
     """Per finding, why the first unexpired configured waiver that ``covers`` it excuses nothing
-    (its value is above the waiver's ceiling), or ``""``."""
+    (a value of the case's records in ``run`` is above the waiver's ceiling for its record
+    kind), or ``""``."""
     import pandas as pd
 
     from mluverify.core.expectations import covering
+    from mluverify.core.gradients import OUTPUT
+    from mluverify.report.tables import CASE_KEY
+
+    records = run.reindex(columns=[*CASE_KEY, "kind", "value"])
+    records["kind"] = records["kind"].where(records["kind"].notna() & (records["kind"] != ""), OUTPUT)
+    values = records.groupby(CASE_KEY, dropna=False)[["kind", "value"]]
 
     def detail(row: "pd.Series") -> str:
-        found = covering(row["case_id"], waivers, where_of(row), today)
-        if found is None or not found[1].over_ceiling(row["value"]):
+        found, case = covering(row["case_id"], waivers, where_of(row), today), (row["case_id"], row["target"])
+        if found is None or case not in values.groups:  # a missing case: no value to be above a ceiling
             return ""
         pattern, waiver = found
-        return f"{pattern}: {waiver.worsened('value', row['value'])}"
+        judged = values.get_group(case)
+        over = [(kind, value) for kind, value in zip(judged["kind"], judged["value"]) if waiver.over_ceiling(value, kind)]
+        return f"{pattern}: {waiver.worsened('value', over[0][1], over[0][0])}" if over else ""
 
     return findings.apply(detail, axis=1).astype(object) if len(findings) else pd.Series("", index=findings.index)
 

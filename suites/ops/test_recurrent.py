@@ -17,9 +17,13 @@ RECURRENT = (("lstm", torch.nn.LSTM), ("gru", torch.nn.GRU))
 # its graph on the CPU): a gate chunk of small values is up to 12 % off before the sigmoid and
 # tanh damp it.
 OUTLIERS_WAIVER = pytest.mark.mlu_waiver(
-    "per-tensor int16 quantization (MLU270's default) of gate inputs with 1000x outliers: up to ~0.9 % rel_mse "
-    "> cnnl 0.3 % at the outputs, up to 12 % at the gates inside a fused group", "2027-06-30", category="quantization",
-    max=0.18)  # ceiling: worst (11.85 %, a fused GRU's gate chunk, ci profile) x 1.5
+    "per-tensor int16 quantization (MLU270's default) of gate inputs with 1000x outliers: up to ~0.8 % rel_mse "
+    "(3.5 % under the audit profile's search) > cnnl 0.3 % at the outputs, up to 12 % at the gates inside a fused "
+    "group", "2027-06-30", category="quantization",
+    # ceilings per record kind: an output's, its worst (3.53 %, a GRU on mlu:cnnl, found by the audit
+    # profile's search; 0.79 % in the ci profile) x 1.4; a fused group's inner value's, its worst (11.85 %,
+    # a fused GRU's gate chunk, ci profile) x 1.5. One 0.18 for both would let a 10 % output error pass.
+    max=0.05, max_by_kind={"group": 0.18})
 
 
 def _recurrent_case(verify, name: str, layer_type: type, dtype: str, data, distribution: str) -> None:

@@ -132,7 +132,7 @@ def test_the_worst_value_a_waiver_covers_is_reported_and_one_above_its_ceiling_i
     frame = records().assign(value=[0.0, 0.0, 0.03, 0.0, 0.001, 0.5])  # mul-0 on MLU270 waived at 0.03
     checks = {c.key: c for c in check_expectations(frame, [load_expectations(path, skippable=True)])}
     assert checks["mul-*"].worst == 0.03  # the passing cases' values are not what it excuses
-    assert checks["mul-*"].problems == ["above its ceiling: worst value 0.03 > max 0.02"]
+    assert checks["mul-*"].problems == ["above its ceiling: worst output value 0.03 > max 0.02"]
     path.write_text(UNCAPPED)
     checks = {c.key: c for c in check_expectations(frame, [load_expectations(path, skippable=True)])}
     assert checks["mul-*"].problems == ["no ceiling: an accuracy waiver needs max = <measured worst case x margin> "
