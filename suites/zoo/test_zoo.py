@@ -160,6 +160,8 @@ def _outcome(verify, records: list, model: ZooModel, dtype: str,
     except (Exception, pytest.fail.Exception, pytest.xfail.Exception) as exc:  # judged below, from the records
         raised = exc
     status, reason = case_status(records)
+    if not records and raised is not None:  # verify raised before it judged anything: its words say why
+        reason = f"{type(raised).__name__}: {raised}"
     if differ and status == PASS:
         status, reason = NONDETERMINISTIC, differ
     return status, reason, raised

@@ -81,3 +81,19 @@ def test_op_coverage_lists_the_pairs_the_op_suites_never_test():
     assert "| gelu | float16 | yes | 1 | hf/c.py:3 |" in text  # tested, in float32 only
     assert "convolution" not in text  # tested as conv2d
     assert text.index("Layout ops") < text.index("| view | float32 |")
+
+
+def test_a_verify_that_raises_before_judging_anything_is_fail_to_run_in_its_own_words():
+    import torch
+    from zoo.test_zoo import _outcome
+    from zoo.zoo_models import Outputs, ZooModel
+
+    model = ZooModel("tiny", "timm", "images", lambda: Outputs(torch.nn.Linear(2, 2), lambda m, x: (m(x),)),
+                     lambda: (torch.ones(1, 2),))
+
+    def verify(*args, **kwargs):
+        raise RuntimeError("fused program of Outputs failed")
+
+    status, reason, raised = _outcome(verify, [], model, "float32", "int8")
+    assert (status, reason) == (FAIL_TO_RUN, "RuntimeError: fused program of Outputs failed")
+    assert isinstance(raised, RuntimeError)
