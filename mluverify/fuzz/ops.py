@@ -365,7 +365,12 @@ OPS: tuple[OpSpec, ...] = (
     OpSpec("var", "reduction", "torch.var({a}, dim={dim}, correction=0, keepdim={keepdim})", _reduce_params,
            min_rank=1),
     OpSpec("sum_all", "reduction", "torch.sum({a})", accepts=NUMBER),
-    OpSpec("cumsum", "reduction", "torch.cumsum({a}, dim={dim})", _dim_param, min_rank=1, accepts=NUMBER),
+    # IEEE 754 keeps a leading run of -0.0 in a running sum (-0.0 + -0.0 is -0.0); torch's CPU
+    # cumsum starts from +0.0 and drops it (pytorch/pytorch#195851, open), so the float64 run
+    # restores it and a target that keeps it is cleared as the CPU's own error.
+    OpSpec("cumsum", "reduction", "torch.cumsum({a}, dim={dim})", _dim_param, min_rank=1, accepts=NUMBER,
+           golden_template="torch.where(torch.cumprod(torch.signbit({a}) & ({a} == 0), dim={dim}).bool(), "
+                           "torch.zeros_like({a}).neg(), torch.cumsum({a}, dim={dim}))"),
     OpSpec("matmul", "matmul", "torch.matmul({a}, {b})", partner=MATMUL, min_rank=2, same_dtype=True),
     OpSpec("linear", "matmul", "torch.nn.functional.linear({a}, {b})", partner=LINEAR, min_rank=1, same_dtype=True),
     OpSpec("conv2d", "matmul", "torch.nn.functional.conv2d({a}, {b}, stride={stride}, padding={padding})",

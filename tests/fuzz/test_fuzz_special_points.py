@@ -11,7 +11,7 @@ from mluverify.cli import main
 from mluverify.cli.fuzz import TargetRunner
 from mluverify.fuzz.campaign import Campaign
 from mluverify.fuzz.corpus import Finding, keep
-from mluverify.fuzz.differential import DEVIATION, PASS, judge
+from mluverify.fuzz.differential import DEVIATION, PASS, REFERENCE, judge
 from mluverify.fuzz.generate import all_defined, defined_cases
 from mluverify.fuzz.ops import op_set
 from mluverify.fuzz.program import Node, Program, run
@@ -67,6 +67,25 @@ def test_an_infinity_of_the_wrong_sign_deviates_and_the_right_one_passes():
     everywhere = [torch.tensor([0.0, -0.0])]  # every output element infinite: still judged
     assert judge(RSQRT, everywhere, "same:x", lambda p, inputs, t: run(p, inputs), "cnnl").kind == PASS
 
+
+
+def test_a_cumsum_keeping_a_leading_negative_zero_is_cleared_as_the_cpus_error():
+    """IEEE 754 keeps -0.0 at the head of a running sum; torch's CPU cumsum gives +0.0 there
+    (pytorch/pytorch#195851), and ``atan2(v, v)`` turns the sign into -pi against 0. The float64
+    run keeps it: a target that does (ExecuTorch's portable cumsum, the sixth campaign's
+    ``e0a1be774254``) is the reference's error, one that drops it as torch does passes."""
+    program = Program(((2, 3),), (Node("cumsum", ("x0",), {"dim": 1}), Node("atan2", ("v0", "v0"))))
+    x = [torch.tensor([[-0.0, -0.0, 1.0], [-0.0, 0.0, 0.5]])]
+    pi = torch.pi
+    ieee = torch.tensor([[-pi, -pi, pi / 4], [-pi, 0.0, pi / 4]])
+    assert run(program, x, golden=True)[0].float().tolist() == ieee.tolist()
+    assert judge(program, x, "ieee:x", lambda p, inputs, t: (ieee.clone(),), "cnnl").kind == REFERENCE
+    assert judge(program, x, "eager:x", lambda p, inputs, t: run(p, inputs), "cnnl").kind == PASS
+    integers = Program(((3,),), (Node("to_int", ("x0",), {"dtype": "int8", "scale": 1.0, "lo": -128.0,
+                                                          "hi": 127.0}), Node("cumsum", ("v0",), {"dim": 0})))
+    three = [torch.tensor([-0.0, 2.0, -5.0])]
+    assert run(integers, three, golden=True)[0].tolist() == run(integers, three)[0].tolist() == [0, 2, -3]
+    assert run(integers, three, golden=True)[0].dtype == torch.int64
 
 def _findings(runner) -> list:
     """The first finding of a 10-program search over each planted op and ``neg`` (unshrunk:
