@@ -68,7 +68,6 @@ def test_an_infinity_of_the_wrong_sign_deviates_and_the_right_one_passes():
     assert judge(RSQRT, everywhere, "same:x", lambda p, inputs, t: run(p, inputs), "cnnl").kind == PASS
 
 
-
 def test_a_cumsum_keeping_a_leading_negative_zero_is_cleared_as_the_cpus_error():
     """IEEE 754 keeps -0.0 at the head of a running sum; torch's CPU cumsum gives +0.0 there
     (pytorch/pytorch#195851), and ``atan2(v, v)`` turns the sign into -pi against 0. The float64
@@ -86,6 +85,7 @@ def test_a_cumsum_keeping_a_leading_negative_zero_is_cleared_as_the_cpus_error()
     three = [torch.tensor([-0.0, 2.0, -5.0])]
     assert run(integers, three, golden=True)[0].tolist() == run(integers, three)[0].tolist() == [0, 2, -3]
     assert run(integers, three, golden=True)[0].dtype == torch.int64
+
 
 def _findings(runner) -> list:
     """The first finding of a 10-program search over each planted op and ``neg`` (unshrunk:
