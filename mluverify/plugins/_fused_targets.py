@@ -36,8 +36,10 @@ def prepared(fn: Callable, args: tuple, kwargs: dict, case: Case) -> nn.Module:
     module = BoundCall(copy.deepcopy(fn) if isinstance(fn, nn.Module) else fn, kwargs)
     if case.quant:
         from mluverify.device.quantization import default_mapping, quantize_for_target
+        from mluverify.dump import undumped
 
-        module = quantize_for_target(module, [map_tensors(_float32, args)], dtype=case.quant)
+        with undumped():  # the host's preparation (layers built on meta, calibration on the CPU), no device work
+            module = quantize_for_target(module, [map_tensors(_float32, args)], dtype=case.quant)
         quantized = tuple(default_mapping().values())
         if not any(isinstance(layer, quantized) for layer in module.modules()):  # it would run in float
             raise Unsupported(f"case {case.case_id}: {case.target} quantizes the layers of a module "

@@ -86,3 +86,13 @@ def test_a_clean_model_records_every_layer_within_the_bound(target, available, r
     assert sorted(layers) == ["0", "2", HEAD] and all(row["passed"] for row in layers.values())
     assert all(row["value"] > 0 for row in layers.values())  # really quantized: each layer has its own error
     assert output["status"] == "passed" and "dump:" not in output["reproducer"]
+
+
+def test_a_failing_cnml_int8_case_is_dumped_keeping_its_verdict(dumping_pipeline):
+    """mlu:cnml quantizes on the host (layers built on the meta device, calibration passes on
+    the CPU): no device work, unseen by the Dumper when ``--mlu-dump=fail`` re-runs the case (it
+    indexed the meta tensors, raised, and the case lost its verdict: the zoo's int8 runs)."""
+    output, layers = _layer_records(dumping_pipeline, "mlu:cnml", with_outlier(cnn()))
+    assert output["status"] == "failed"
+    dumped = dumping_pipeline.run_dir / output["reproducer"].split("dump: ")[1]
+    assert dump_diff(dumped).verdict == "blamed"
