@@ -12,13 +12,15 @@ for the weight gradient; its core split is one backward convolution whose groups
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from mluverify.device.contractions import (
-    ConvolutionProduct, Product, ProductCall, cores_last, device_result, padded_split)
+    ConvolutionProduct, Product, ProductCall, device_result, padded_split)
 from mluverify.device.numerics import active_cores, active_settings
+from mluverify.device.reductions import combine_pairwise
 
 _FLOATING = (torch.float16, torch.float32)
 aten = torch.ops.aten
@@ -66,18 +68,26 @@ class InputGradient(_ConvolutionGradient):
         # [(g, C_out/g), C_in/g, *k] -> [(g, core, part), C_in/g, *k]
         return padded_split(right.unflatten(0, (groups, -1)), 1, cores).flatten(0, 2)
 
-    def partials(self, left: torch.Tensor, split_right: torch.Tensor, cores: int) -> torch.Tensor:
+    def grouped(self, left: torch.Tensor, split_right: torch.Tensor, cores: int) -> torch.Tensor:
         groups = self.groups
         grad_output = padded_split(left.unflatten(1, (groups, -1)), 2, cores).flatten(1, 3)  # (g, core, part)
         input = _placeholder(left, _times_cores(self.input_shape, 1, cores))  # channels (g, core, C_in/g)
-        grad_input = self.backward(grad_output, input, split_right, [True, False, False], groups * cores)[0]
-        return cores_last(grad_input, groups, cores)
+        return self.backward(grad_output, input, split_right, [True, False, False], groups * cores)[0]
 
 
 def _batch_split(x: torch.Tensor, cores: int) -> torch.Tensor:
     """``x`` [N, C, *s] as [ceil(N / cores), (core, C), *s]: each core's images side by side
     as a channel group."""
     return padded_split(x, 0, cores).transpose(0, 1).flatten(1, 2)
+
+
+# glibc maps a block of more than 32 MiB (its mmap threshold's ceiling on 64-bit) afresh at every
+# allocation, and the first touch of each new page is a fault: ~1 ms per MiB in this VM, 35 ms for
+# the 4 weight-gradient partials of a 512x512x3x3 convolution, ~0.4 s of ResNet-50's MLU370 step.
+_FRESH_MAPPING_BYTES = 32 * 2**20
+# Channels per oneDNN block (AVX-512, float32): a grouped convolution takes its fast kernel only
+# for whole blocks per group, so a slice of whole blocks is computed by the same kernel.
+_ONEDNN_BLOCK = 16
 
 
 @dataclass(frozen=True)
@@ -93,10 +103,45 @@ class WeightGradient(_ConvolutionGradient):
         return _batch_split(right, cores)  # grad_output: channels (core, g, C_out/g)
 
     def partials(self, left: torch.Tensor, split_right: torch.Tensor, cores: int) -> torch.Tensor:
-        weight = _placeholder(left, _times_cores(self.weight_shape, 0, cores))  # dim 0 (core, g, c)
-        grad_weight = self.backward(split_right, _batch_split(left, cores), weight, [False, True, False],
-                                    self.groups * cores)[1]
+        return self._partials(_batch_split(left, cores), split_right, cores, self.weight_shape)
+
+    def _partials(self, input: torch.Tensor, grad_output: torch.Tensor, cores: int,
+                  weight_shape: tuple[int, ...]) -> torch.Tensor:
+        weight = _placeholder(input, _times_cores(weight_shape, 0, cores))  # dim 0 (core, g, c)
+        grad_weight = self.backward(grad_output, input, weight, [False, True, False], self.groups * cores)[1]
         return grad_weight.unflatten(0, (cores, -1)).movedim(0, -1)
+
+    def combined(self, left: torch.Tensor, split_right: torch.Tensor, cores: int) -> torch.Tensor:
+        """The partials combined pairwise; where they (``cores`` times the weight) would be
+        mapped afresh, in slices of each group's output channels, one call per slice with the
+        same groups: each element's partials are the same sums, so the same bits."""
+        slice_channels = self._slice_channels(cores)
+        if slice_channels is None:
+            return combine_pairwise(self.partials(left, split_right, cores), overwrite=True)
+        groups = self.groups
+        input = _batch_split(left, cores)
+        grad_output = split_right.unflatten(1, (cores * groups, -1))  # [n, (core, g), C_out/g, *s]
+        result = left.new_empty(self.weight_shape)
+        by_group = result.unflatten(0, (groups, -1))
+        for start in range(0, by_group.shape[1], slice_channels):
+            channels = slice(start, start + slice_channels)
+            shape = (groups * slice_channels,) + self.weight_shape[1:]
+            part = self._partials(input, grad_output[:, :, channels].flatten(1, 2), cores, shape)
+            by_group[:, channels] = combine_pairwise(part, overwrite=True).unflatten(0, (groups, -1))
+        return result
+
+    def _slice_channels(self, cores: int) -> int | None:
+        """Output channels per group in each slice (the fewest slices of whole oneDNN blocks that
+        keep each call's partials below ``_FRESH_MAPPING_BYTES``), None for one call (always
+        for a transposed convolution, whose output channels are the weight's dim 1)."""
+        if self.transposed:
+            return None
+        partial_bytes = 4 * cores * math.prod(self.weight_shape)
+        per_group = self.weight_shape[0] // self.groups
+        slices = 1
+        while partial_bytes // slices >= _FRESH_MAPPING_BYTES and per_group % (2 * slices * _ONEDNN_BLOCK) == 0:
+            slices *= 2
+        return per_group // slices if slices > 1 else None
 
 
 def product_kernel(product: Product, left: torch.Tensor, right: torch.Tensor, cache_right: bool) -> torch.Tensor:

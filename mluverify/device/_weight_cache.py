@@ -2,7 +2,9 @@
 
 Quantizing or rounding a ResNet-50's 25 M weights on every forward costs more than the
 convolutions' Python overhead budget, so the prepared copy is kept, keyed by what the weight is
-and by the recipe that prepared it:
+and by the recipe that prepared it (MLU370 keeps the TF32 rounding of the activations a product
+reads from device memory too: a training step multiplies each convolution's input and
+grad_output twice):
 
 * a CPU alias of device memory (what a kernel receives): the device buffer (a serial number,
   never reused) and the view's geometry, tagged with the buffer's write generation. A write
@@ -56,6 +58,14 @@ def cached(x: torch.Tensor, recipe: Hashable, prepare: Callable[[], T]) -> T:
     value = prepare()
     _store(key, stamp, value)
     return value
+
+
+def cached_device_memory(x: torch.Tensor, recipe: Hashable, prepare: Callable[[], T]) -> T:
+    """``cached`` where ``x`` is device memory; a plain CPU tensor (a kernel's temporary, which
+    nothing reads twice) is prepared and not kept."""
+    if _storage.buffer_version(x) is None:
+        return prepare()
+    return cached(x, recipe, prepare)
 
 
 def _nbytes(value: object) -> int:

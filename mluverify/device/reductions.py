@@ -36,19 +36,22 @@ _F64 = torch.float64
 LANES = 64
 
 
-def combine_pairwise(partials: torch.Tensor) -> torch.Tensor:
-    """Sum the last dim (a power of two) in float32 as a balanced tree, neighbours first."""
+def combine_pairwise(partials: torch.Tensor, overwrite: bool = False) -> torch.Tensor:
+    """Sum the last dim (a power of two) in float32 as a balanced tree, neighbours first.
+    ``overwrite``: ``partials`` is scratch (a product's fresh partials): the levels below the
+    last are summed in place; the last sum is a new tensor, so the partials can be freed."""
     count = partials.shape[-1]
     if count & (count - 1):
         raise ValueError(f"combine_pairwise needs a power-of-two number of partials, got {count}")
     # The partials' dim moved first (a view): each level adds two halves made of whole blocks
     # (a convolution's partials are a view with the cores outermost) instead of every other
     # element of the last dim, which was most of a training step's cost on MLU370. The same
-    # float32 adds, so the same bits.
+    # float32 adds, so the same bits (in place too: no new block to allocate and fault in).
     levels = partials.movedim(-1, 0)
-    while levels.shape[0] > 1:
-        levels = levels[0::2] + levels[1::2]
-    return levels[0]
+    while levels.shape[0] > 2:
+        evens, odds = levels[0::2], levels[1::2]
+        levels = evens.add_(odds) if overwrite else evens + odds
+    return levels[0] + levels[1] if levels.shape[0] == 2 else levels[0]
 
 
 def part_sums(parts: torch.Tensor) -> torch.Tensor:

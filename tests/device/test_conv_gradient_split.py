@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import torch
 
+from mluverify.device import _conv_gradients
 from mluverify.device._conv_gradients import InputGradient, WeightGradient
-from mluverify.device.contractions import ProductCall, device_result
+from mluverify.device.contractions import ConvolutionProduct, ProductCall, device_result
 from mluverify.device.numerics import NumericsSettings
 from mluverify.device.reductions import combine_pairwise
 
@@ -150,3 +151,47 @@ def test_float16_gradients_round_the_combined_partials_once():
     got = device_result(call, grad_output.half(), w.half(), MLU370, 4).half()
     expected = combine_pairwise(loop_input_partials(geometry, grad_output, x, w, 4)).half()
     np.testing.assert_array_equal(got.numpy(), expected.numpy())
+
+
+def _split_operands(product, left: torch.Tensor, right: torch.Tensor, cores: int) -> tuple:
+    return left, product.split_right(right, cores), cores
+
+
+@pytest.mark.parametrize("weights_mapped, slice_channels", [(2, 64), (1, 32)])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_weight_gradient_in_channel_slices_is_the_one_call_bit_for_bit(monkeypatch, groups, weights_mapped,
+                                                                       slice_channels):
+    """Where the partials would pass the fresh-mapping size, the weight gradient is computed in
+    slices of output channels: on random float operands (any change of summation order would
+    show) the same bits as the one call's partials combined."""
+    torch.manual_seed(groups)
+    geometry = ((1, 1), (1, 1), (1, 1), False, (0, 0), groups)
+    x, w = torch.randn(7, 32 * groups, 6, 6), torch.randn(128 * groups, 32, 3, 3)
+    grad_output = torch.randn(7, 128 * groups, 6, 6)
+    product = WeightGradient(*geometry, tuple(w.shape))
+    operands = _split_operands(product, x, grad_output, 4)
+    one_call = combine_pairwise(product.partials(*operands))
+    assert product._slice_channels(4) is None
+    # mapped afresh from (weights_mapped x the weight's bytes) + 1: 2 slices (partials 2x the
+    # weight each) or 4 (1x each: 32 channels, two oneDNN blocks)
+    monkeypatch.setattr(_conv_gradients, "_FRESH_MAPPING_BYTES", weights_mapped * 4 * w.numel() + 1)
+    assert product._slice_channels(4) == slice_channels
+    sliced = product.combined(*operands)
+    assert sliced.is_contiguous() and torch.equal(sliced.view(torch.int32), one_call.view(torch.int32))
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_convolution_partials_combined_unmerged_are_the_partials_combined(channels_last):
+    """``combined`` adds the grouped call's cores before merging a group's channels (no copy of
+    the partials): the same bits, laid out row-major, for the forward and the input gradient."""
+    torch.manual_seed(3)
+    geometry = ((1, 1), (1, 1), (1, 1), False, (0, 0), 2)
+    x, w = torch.randn(3, 10, 7, 7), torch.randn(6, 5, 3, 3)
+    grad_output = torch.randn(3, 6, 7, 7)
+    if channels_last:
+        x, grad_output = x.to(memory_format=torch.channels_last), grad_output.to(memory_format=torch.channels_last)
+    for product, left, right in ((ConvolutionProduct(*geometry), x, w),
+                                 (InputGradient(*geometry, tuple(x.shape)), grad_output, w)):
+        operands = _split_operands(product, left, right, 4)
+        got, expected = product.combined(*operands), combine_pairwise(product.partials(*operands))
+        assert got.is_contiguous() and torch.equal(got.view(torch.int32), expected.view(torch.int32))
