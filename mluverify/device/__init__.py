@@ -11,7 +11,8 @@ from __future__ import annotations
 import typing
 
 from mluverify.device import _backend  # noqa: F401  (registers the device first)
-from mluverify.device import _cells, _device_module, _dispatch, _log, _plumbing, _serialization  # noqa: F401
+from mluverify.device import (  # noqa: F401
+    _cells, _device_module, _dispatch, _host_memory, _log, _plumbing, _serialization)
 from mluverify.device._fallback import (
     FallbackTracker, NotDeclaredError, fallback_counts, fallback_rule, set_fallback_rule, track_fallbacks)
 from mluverify.device._storage import (
@@ -47,6 +48,7 @@ def reload_kernels() -> KernelRegistry:
 
 
 def _setup() -> None:
+    _host_memory.keep_freed_memory()
     _log.apply_log_level()
     _plumbing.register()
     _dispatch.install_fallback()
