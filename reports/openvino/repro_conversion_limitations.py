@@ -6,10 +6,11 @@ limitation), on both precisions:
   converter has no rule for the tuple's ``getitem`` of its statistics (``F.layer_norm``, and the
   op's output alone, convert);
 - ``torch.ops.aten.max_pool2d_with_indices_backward``, a backward op: ``No conversion rule found
-  for operations: aten.max_pool2d_with_indices_backward``.
+  for operations: aten.max_pool2d_with_indices_backward``;
+- ``torch.histc``: ``No conversion rule found for operations: aten.histc.default``.
 
 openvino 2026.4.1, torch 2.14.1.
-    .venv/bin/python reports/openvino/repro_conversion_limitations.py      # exits 1 while either still errors
+    .venv/bin/python reports/openvino/repro_conversion_limitations.py      # exits 1 while any still errors
 """
 import sys
 
@@ -29,7 +30,13 @@ class MaxPoolBackward(torch.nn.Module):
         return torch.ops.aten.max_pool2d_with_indices_backward(grad, x, [2, 2], [2, 2], [0, 0], [1, 1], False, indices)
 
 
-cases = ((NativeLayerNorm(), (torch.randn(3, 4),)), (MaxPoolBackward(), (torch.randn(1, 1, 2, 2), torch.randn(1, 1, 4, 4))))
+class Histc(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.histc(x, bins=7)
+
+
+cases = ((NativeLayerNorm(), (torch.randn(3, 4),)), (MaxPoolBackward(), (torch.randn(1, 1, 2, 2), torch.randn(1, 1, 4, 4))),
+         (Histc(), (torch.randn(20),)))
 errors = 0
 for module, args in cases:
     try:
