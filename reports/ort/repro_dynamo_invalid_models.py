@@ -6,7 +6,9 @@ ONNX Runtime refuses to load them, for programs eager computes (the sixth fuzz c
   ``tensor(bool)`` and ``tensor(float)`` ("Type parameter (T) of Optype (Concat) bound to
   different types");
 - ``torch.square`` of int8: ``Pow`` of ``tensor(int8)``, which ``Pow`` does not take;
-- ``torch.sum(x, dim, dtype=torch.int8)`` of int8: ``ReduceSum`` of ``tensor(int8)``, likewise.
+- ``torch.sum(x, dim, dtype=torch.int8)`` of int8: ``ReduceSum`` of ``tensor(int8)``, likewise;
+- ``torch.relu`` of uint8: ``Relu`` of ``tensor(uint8)`` (phase B's ``493a7886d332``; the
+  TorchScript exporter, ort:cpu, writes the same ``Relu``).
 
 onnxruntime 1.32.0, onnxscript 0.7.2, torch 2.14.1. Upstream: not found reported.
     .venv/bin/python reports/ort/repro_dynamo_invalid_models.py      # exits 1 while any still errors
@@ -27,6 +29,11 @@ class Square(torch.nn.Module):
         return torch.square(x)
 
 
+class ReluUint8(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x.to(torch.uint8))
+
+
 class SumKeepDtype(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.sum(x, dim=0, dtype=x.dtype)
@@ -34,7 +41,7 @@ class SumKeepDtype(torch.nn.Module):
 
 int8 = torch.tensor([[3, -4], [100, 27]], dtype=torch.int8)
 cases = ((StackBoolFloat(), (torch.tensor([1.0, -1.0]), torch.tensor([0.5, 2.0]))), (Square(), (int8,)),
-         (SumKeepDtype(), (int8,)))
+         (SumKeepDtype(), (int8,)), (ReluUint8(), (torch.tensor([3.0, 7.0]),)))
 errors = 0
 for module, args in cases:
     try:
