@@ -16,7 +16,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from mluverify.core.backends import GroupOutputs, map_tensors
+from mluverify.core.backends import GroupOutputs, map_tensors, move_module
 from mluverify.core.case import Case
 from mluverify.device.fusion import FusionSummary, fuse
 from mluverify.device.fusion.debug import GroupRun, recording_group_runs
@@ -59,7 +59,7 @@ def run_fused(fn: Callable, args: tuple, kwargs: dict, case: Case) -> tuple[Any,
     inner value: that group's outputs are the call's, judged already."""
     inputs = map_tensors(_to_mlu, args)
     with torch.no_grad():
-        fused = fuse(prepared(fn, args, kwargs, case).to("mlu"), inputs)
+        fused = fuse(move_module(prepared(fn, args, kwargs, case), "mlu"), inputs)  # tied parameters stay tied
         built = fused.runtime.summary()  # the program fuse() built for these inputs
         whole = built.executed_as == FUSED and len(built.groups) == 1
         with recording_group_runs(outputs=not whole) as runs:
