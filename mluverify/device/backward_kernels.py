@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 ELEMENTWISE_OPS = (
     "threshold_backward", "hardtanh_backward", "leaky_relu_backward", "sigmoid_backward",
     "tanh_backward", "gelu_backward", "elu_backward", "native_dropout_backward",
+    "hardswish_backward", "hardsigmoid_backward", "glu_backward",  # the forward kernels are the device's too
     "masked_fill.Scalar", "masked_fill_.Scalar", "masked_fill.Tensor", "masked_fill_.Tensor", "bitwise_not",
     # optimizer updates (Adam): elementwise
     "lerp.Scalar", "lerp_.Scalar", "lerp.Tensor", "lerp_.Tensor", "addcmul", "addcmul_", "addcdiv", "addcdiv_",
