@@ -228,6 +228,8 @@ INTEGER = (  # the index arithmetic of position ids and attention masks (Hugging
     Integer("sort", lambda x: torch.sort(x, dim=-1, stable=True), ("int64",)),
     Integer("repeat", lambda x: x.repeat(2, *([1] * (x.dim() - 1))), ("int64",)),
     Integer("to_copy", lambda x: x.to(torch.float32), ("int32", "int64")),  # ids to float (masks, biases)
+    # token type ids read through position ids (BERT's buffered token_type_ids); indices from the values
+    Integer("gather", lambda x: torch.gather(x, -1, x.abs() % x.shape[-1]), ("int64",)),
 )
 INTEGER_CASES = [pytest.param(op, dtype, id=f"{op.name}-{dtype}") for op in INTEGER for dtype in op.dtypes]
 
@@ -247,6 +249,13 @@ def test_integer(verify, op: Integer, int_dtype: str, data) -> None:
         other_shape = data.draw(broadcastable_shapes(shape), label="other_shape")
         operands.append(_integers(data, other_shape, int_dtype, op.other_low, label="y"))
     verify(op.fn, *operands, op=op.name, dtype=int_dtype)  # judged exactly: integer results
+
+
+@given(data=st.data())
+def test_cast_to_integer(verify, dtype: str, data) -> None:
+    """float to int64, rounding towards zero (MPNet's and T5's relative position buckets)."""
+    x = data.draw(tensors(shapes(), low=-1000.0, high=1000.0, grid=dtype), label="x")
+    verify(lambda t: t.to(torch.int64), x, op="to_copy", dtype=dtype)  # judged exactly: integer results
 
 
 BOOLEAN = (  # the attention masks' logic

@@ -1,6 +1,7 @@
 """Layout and indexing: cat / stack / split / chunk / view / reshape / permute / transpose /
-flatten / contiguous / expand / pad / roll / repeat / unfold, index_select / gather / embedding (results must be exact copies
-of the input's values: any rounding or misplaced element shows)."""
+flatten / contiguous / expand / pad / roll / repeat / unfold, index_select / gather / embedding / index (results must be
+exact copies of the input's values: any rounding or misplaced element shows), and the factories the models call
+(zeros_like / full_like / eye / scalar_tensor: exact constants)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -46,6 +47,8 @@ INDEXING = (  # name, fn(x, index, dim); index values lie in [0, x.shape[dim])
     ("index_select", lambda x, i, d: torch.index_select(x, d, i.flatten())),
     ("gather", lambda x, i, d: torch.gather(x, d, i)),
     ("embedding", lambda x, i, d: F.embedding(i, x.flatten(1))),
+    # x[..., i, ...]: a relative-position bias table read through an index tensor (BEiT, Swin)
+    ("index", lambda x, i, d: x[(slice(None),) * d + (i.flatten()[: 2 * x.shape[d]],)]),
 )
 
 
@@ -58,3 +61,18 @@ def test_indexing(verify, name: str, fn: Callable, dtype: str, data) -> None:
     index = torch.randint(0, x.shape[dim], x.shape, generator=torch.Generator().manual_seed(seed))
     verdict = verify(lambda t, i: fn(t, i, dim), x, index, op=name, dtype=dtype)
     hypothesis.target(search_score(verdict.diagnostics, verdict.value), label=f"raw_rel_mse:{name}:{dtype}")
+
+
+FACTORIES = (  # name, the input's dtype, fn(x) making a constant tensor on x's device (the zoo's models)
+    ("zeros_like", "int64", torch.zeros_like),  # T5's relative position buckets
+    ("full_like", "int64", lambda x: torch.full_like(x, 7)),  # MPNet's relative position buckets
+    ("eye", "float32", lambda x: torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)),  # XLNet
+    ("scalar_tensor", "float32", lambda x: torch.scalar_tensor(-3.5, dtype=x.dtype, device=x.device)),  # masks
+)
+
+
+@pytest.mark.parametrize("name, factory_dtype, fn", FACTORIES, ids=[name for name, *_ in FACTORIES])
+@given(data=st.data())
+def test_factory(verify, name: str, factory_dtype: str, fn: Callable, data) -> None:
+    x = data.draw(tensors(shapes(min_dims=2)), label="x").to(getattr(torch, factory_dtype))
+    verify(fn, x, op=name, dtype=factory_dtype)  # judged exactly: constants
