@@ -3,6 +3,7 @@
 Reports, per waiver of ``[tool.mluverify.waivers]`` and of the expectations files
 (``--file``, default ``DEFAULT_FILES``): those that match nothing in the runs, those whose
 cases all pass now (per scope), expired and uncategorised ones, and counts per category.
+A waiver none of whose targets ran is **not exercised** (counted per file, never stale).
 ``--prune`` rewrites the files without the stale entries (comments kept); ``--fail-on-stale``
 exits 1 when any is stale, ``--fail-on-uncapped`` when an accuracy waiver has no ceiling
 (``max``; for CI). Only runs that ran a waiver's suite can say it is stale:
@@ -27,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                description=__doc__)
     check.add_argument("runs", type=Path, nargs="*", metavar="RUN",
                        help="run directories whose records are checked (several: merged; none: "
-                            "only expiry and categories are checked, every waiver matches nothing)")
+                            "only expiry, categories and ceilings are checked, no waiver is exercised)")
     check.add_argument("--file", type=Path, action="append", default=None, metavar="PATH",
                        help=f"an expectations file (repeatable; default: {', '.join(DEFAULT_FILES)})")
     check.add_argument("--prune", action="store_true", help="rewrite the files without the stale waivers")
@@ -83,12 +84,18 @@ def _records(runs: list[Path]):
 
 def _lines(checks: list) -> list[str]:
     flagged = [f"{check.source}: {check.key!r}: {'; '.join(check.problems)}" for check in checks if check.problems]
+    # per file and reason, not per waiver: a run of the MLU targets leaves every real compiler's
+    # hundreds of waivers unexercised, and a line each would drown the stale ones
+    unexercised = Counter((check.source, check.not_exercised) for check in checks if check.not_exercised)
     categories = Counter(check.waiver.category or "uncategorised" for check in checks)
     stale = sum(check.stale for check in checks)
     passing = sum(check.passing for check in checks)
     return [*flagged,
+            *(f"{source}: {count} waiver{'s' if count > 1 else ''} {why}"
+              for (source, why), count in unexercised.items()),
             f"mluverify: {len(checks)} waivers: {stale} stale ({sum(c.matches_nothing for c in checks)} match "
-            f"nothing, {sum(c.all_pass for c in checks)} whose cases all pass), {passing} waived cases pass now, "
-            f"{sum(c.expired for c in checks)} expired, "
+            f"nothing, {sum(c.all_pass for c in checks)} whose cases all pass), "
+            f"{sum(not c.exercised for c in checks)} not exercised (none of their targets ran), "
+            f"{passing} waived cases pass now, {sum(c.expired for c in checks)} expired, "
             f"{sum(c.uncapped for c in checks)} accuracy waivers without a ceiling",
             "categories: " + ", ".join(f"{name} {count}" for name, count in sorted(categories.items()))]

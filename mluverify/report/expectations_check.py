@@ -2,8 +2,11 @@
 
 A waiver is matched against a run's records by the one rule of ``mluverify.core.expectations``
 (its case-id glob, then its scope on the record's target, core version, device implementation
-and the run's torch version). It is **stale** when it covers no record (it matches nothing in
-these runs) or when every case it covers passed (the deviation is gone). Expired and
+and the run's torch version). It is **not exercised** when none of the targets it names (its
+scope's, else those in its case-id glob's parameters: ``*[openvino:*-relu]*``) ran in these
+runs: they cannot say whether it still holds (a real compiler's waivers, in a run of the MLU
+targets). Else it is **stale** when it covers no record (it matches nothing in these runs) or
+when every case it covers passed (the deviation is gone). Expired and
 uncategorised waivers are reported as well, **uncapped** ones (an accuracy waiver, all but
 ``skip`` and category ``unsupported``, without a ceiling ``max`` would excuse any error: the
 report gives the worst value it covers, what a ceiling is written from) and those whose
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Collection, Iterable, NamedTuple
 
-from mluverify.core.expectations import ExpectationsFile, Waiver, Where, case_id_regex
+from mluverify.core.expectations import ExpectationsFile, Waiver, Where, case_id_regex, matches_case_id
 from mluverify.core.gradients import OUTPUT
 from mluverify.core.status import PASSED
 from mluverify.errors import ConfigError
@@ -30,13 +33,18 @@ if TYPE_CHECKING:
     import pandas as pd
 
 WHERE_COLUMNS = ("target", "core_version", "device_impl", "torch_version")
+# A target (``backend:mode``, ``mluverify.core.case.Target``) among a case-id glob's parameters,
+# perhaps a glob itself: ``openvino:*`` in ``test_unary[*-openvino:*-relu]*``.
+TARGET_PARAMETER = re.compile(r"[\w*?]+:[\w*?]+")
 
 
 @dataclass(frozen=True)
 class WaiverCheck:
     """What the runs say of one waiver: ``cases`` it covers, how many of them ``passing``, and
     ``worst``: the largest judged value among its comparisons that did not pass (NaN: none),
-    what a ceiling is written from; ``worst_by_kind``: the same per record kind."""
+    what a ceiling is written from; ``worst_by_kind``: the same per record kind. ``targets``:
+    the targets it names, as globs (empty: any); ``exercised``: whether one of them ran in the
+    checked records (else the records cannot say whether it still holds)."""
 
     source: str
     key: str
@@ -47,10 +55,23 @@ class WaiverCheck:
     expired: bool
     worst: float = math.nan
     worst_by_kind: tuple[tuple[str, float], ...] = ()
+    targets: tuple[str, ...] = ()
+    exercised: bool = True
 
     @property
     def matches_nothing(self) -> bool:
-        return self.cases == 0
+        """Its targets ran, yet it covers no record."""
+        return self.exercised and self.cases == 0
+
+    @property
+    def not_exercised(self) -> str:
+        """Why the records cannot judge it ("" when they can): none of its targets ran."""
+        if self.exercised:
+            return ""
+        if not self.targets:
+            return "not exercised: these runs hold no records"
+        plural = "s" if len(self.targets) > 1 else ""
+        return f"not exercised: target{plural} {', '.join(self.targets)} not in these runs"
 
     @property
     def all_pass(self) -> bool:
@@ -91,6 +112,7 @@ def check_expectations(records: "pd.DataFrame", files: Iterable[ExpectationsFile
     not_passing = records["value"].astype(float).where(records["status"] != PASSED)
     kinds = records["kind"].where(records["kind"].notna() & (records["kind"] != ""), OUTPUT)
     places = Places.of(records)
+    ran = set(records["target"].dropna().astype(str)) - {""} if len(records) else set()
     checks = []
     for file in files:
         for key, waiver in file.waivers.items():
@@ -98,11 +120,30 @@ def check_expectations(records: "pd.DataFrame", files: Iterable[ExpectationsFile
             rows = covered_rows(records, glob, waiver, places)
             covered = records.loc[rows, "case_id"].unique()
             by_kind = not_passing[rows].groupby(kinds[rows]).max().dropna()
+            targets = named_targets(glob, waiver)
             checks.append(WaiverCheck(str(file.path), key, glob, waiver, len(covered),
                                       int(case_passes.reindex(covered).sum()), waiver.expired(today),
                                       float(not_passing[rows].max()),
-                                      tuple((str(kind), float(worst)) for kind, worst in by_kind.items())))
+                                      tuple((str(kind), float(worst)) for kind, worst in by_kind.items()),
+                                      targets, len(covered) > 0 or targets_ran(targets, ran, len(records) > 0)))
     return checks
+
+
+def named_targets(glob: str, waiver: Waiver) -> tuple[str, ...]:
+    """The targets ``glob -> waiver`` applies to, as globs: its scope's, else the targets among
+    the glob's parameters (``t.py::test_x[*-openvino:*-relu]*`` -> ``("openvino:*",)``); empty
+    when it names none (it applies to any target)."""
+    if waiver.scope.targets:
+        return tuple(sorted(waiver.scope.targets))
+    return tuple(dict.fromkeys(TARGET_PARAMETER.findall(glob.partition("[")[2])))
+
+
+def targets_ran(targets: tuple[str, ...], ran: Collection[str], any_records: bool) -> bool:
+    """Whether a waiver naming ``targets`` (``named_targets``; empty: any) is exercised by runs
+    of the targets ``ran`` (``any_records``: whether the runs hold any record at all)."""
+    if not targets:
+        return any_records
+    return any(matches_case_id(target, name) for target in targets for name in ran)
 
 
 def covered_rows(records: "pd.DataFrame", glob: str, waiver: Waiver,

@@ -23,7 +23,8 @@ Rules (each finding names its rule):
 - ``corrupt record``: a shard line of the run was no record (``corrupt``): what it held, a
   failure maybe, is lost.
 - ``stale waiver`` (opt-in, ``stale_waivers``): a ``[tool.mluverify.waivers]`` entry covers no
-  record of the run, or only passing cases.
+  record of the run, or only passing cases (one none of whose targets the run ran is not
+  exercised, not stale).
 
 A case finding is waived (reported, not blocking) when its record is ``waived`` (a live marker
 or configured waiver excused it when it ran, under its ``max`` ceiling if it has one) or an
@@ -75,8 +76,8 @@ def evaluate_gate(run: "pd.DataFrame", baseline: "pd.DataFrame | None" = None, *
     ``waivers`` maps case-id globs to waivers (``mluverify.core.expectations.parse_waivers``); ``allow``:
     statuses admitted; ``selected``: what the run selected (``in_selection``; None: all); ``incomplete``:
     why the run did not finish (a blocking finding: an incomplete run never passes the gate);
-    ``stale_waivers``: a configured waiver that covers nothing in the run, or only passing cases,
-    is a blocking finding (``mluverify.report.expectations_check``); ``spread``: the baseline
+    ``stale_waivers``: a configured waiver that covers nothing in the run (of a target it ran),
+    or only passing cases, is a blocking finding (``mluverify.report.expectations_check``); ``spread``: the baseline
     runs' spread, widening a noisy case's "worsened" limit (``mluverify.report.spread``);
     ``corrupt``: the run's shard lines that were no record (``<shard> line <n>: <why>``), each a
     blocking finding."""

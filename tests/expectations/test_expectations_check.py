@@ -1,5 +1,5 @@
-"""``mluverify expectations check``: stale, matching-nothing, expired, uncategorised and uncapped
-waivers, the worst value a waiver covers and one above its ceiling, ``--prune`` keeping
+"""``mluverify expectations check``: stale, matching-nothing, not exercised (target not run),
+expired, uncategorised and uncapped waivers, the worst value a waiver covers and one above its ceiling, ``--prune`` keeping
 comments, ``--fail-on-uncapped``."""
 import datetime as dt
 
@@ -78,7 +78,8 @@ def test_the_command_reports_then_prunes_and_fails_on_stale_only_when_asked(tmp_
     out = capsys.readouterr().out
     assert f"{path}: 'add-*': all 2 cases it covers pass" in out
     assert f"{path}: 'gone-*': matches nothing" in out
-    assert "4 waivers: 2 stale (1 match nothing, 1 whose cases all pass), 3 waived cases pass now" in out
+    assert ("4 waivers: 2 stale (1 match nothing, 1 whose cases all pass), 0 not exercised (none of their "
+            "targets ran), 3 waived cases pass now") in out
     assert main(["expectations", "check", str(run), "--file", str(path), "--fail-on-stale"]) == 1
     assert main(["expectations", "check", str(run), "--file", str(path), "--prune"]) == 0
     assert list(load_expectations(path).waivers) == ["mul-*", "old-*"]
@@ -93,7 +94,9 @@ def test_the_gate_fails_on_a_stale_configured_waiver_only_when_asked(tmp_path):
 
     run = load(write_run(tmp_path / "run"))
     waivers = parse_waivers({"t.py::test_op[*-add-*]": {"reason": "fixed", "until": "2099-01-01"},
-                             "t.py::test_op[*-old-*]": {"reason": "open", "until": "2099-01-01"}})
+                             "t.py::test_op[*-old-*]": {"reason": "open", "until": "2099-01-01"},
+                             # a target the run did not run: not exercised, so not stale
+                             "t.py::test_op[cpu:inductor-*]": {"reason": "open", "until": "2099-01-01"}})
     today = dt.date(2026, 1, 1)
     assert "stale waiver" not in set(evaluate_gate(run, waivers=waivers, today=today).blocking["rule"])
     blocking = evaluate_gate(run, waivers=waivers, today=today, stale_waivers=True).blocking
@@ -137,3 +140,46 @@ def test_the_worst_value_a_waiver_covers_is_reported_and_one_above_its_ceiling_i
     checks = {c.key: c for c in check_expectations(frame, [load_expectations(path, skippable=True)])}
     assert checks["mul-*"].problems == ["no ceiling: an accuracy waiver needs max = <measured worst case x margin> "
                                         "(worst value here 0.03)"]
+
+
+TARGETED = '''[waivers]
+# ort:cpu never ran in records(): these runs cannot say whether it holds
+"t.py::test_op[ort:cpu-add-*]" = { reason = "ort rounds", until = "2099-01-01", category = "upstream bug", max = 0.1 }
+# the scope names the target: cpu:inductor did not run either
+"t.py::test_op[*-add-*]" = { reason = "inductor fuses", until = "2099-01-01", category = "unsupported", scope = { targets = ["cpu:inductor"] } }
+# mlu:cnnl ran, and no case of it is "gone": stale
+"t.py::test_op[mlu:*-gone-*]" = { reason = "removed op", until = "2099-01-01", category = "unsupported" }
+'''
+
+
+def test_a_waiver_whose_target_did_not_run_is_not_exercised_never_stale_nor_pruned(tmp_path, capsys):
+    path, run = tmp_path / "waivers.toml", write_run(tmp_path / "run")
+    path.write_text(TARGETED)
+    checks = {c.key: c for c in check_expectations(records(), [load_expectations(path)])}
+    ort, inductor = checks["t.py::test_op[ort:cpu-add-*]"], checks["t.py::test_op[*-add-*]"]
+    assert (ort.targets, ort.exercised, ort.stale, ort.problems) == (("ort:cpu",), False, False, [])
+    assert ort.not_exercised == "not exercised: target ort:cpu not in these runs"
+    assert (inductor.targets, inductor.stale) == (("cpu:inductor",), False)
+    assert main(["expectations", "check", str(run), "--file", str(path), "--fail-on-stale", "--prune"]) == 0
+    out = capsys.readouterr().out
+    assert f"{path}: 1 waiver not exercised: target ort:cpu not in these runs" in out
+    assert f"{path}: 1 waiver not exercised: target cpu:inductor not in these runs" in out
+    assert "3 waivers: 1 stale (1 match nothing, 0 whose cases all pass), 2 not exercised" in out
+    assert list(load_expectations(path).waivers) == ["t.py::test_op[ort:cpu-add-*]", "t.py::test_op[*-add-*]"]
+    # (the stale one pruned) no run at all: nothing is exercised, nothing is stale
+    assert main(["expectations", "check", "--file", str(path), "--fail-on-stale"]) == 0
+    assert "2 waivers: 0 stale (0 match nothing, 0 whose cases all pass), 2 not exercised" in capsys.readouterr().out
+    # nor is a waiver that names no target
+    assert main(["expectations", "check", "--file", str(file_in(tmp_path)), "--fail-on-stale"]) == 0
+    assert "4 waivers not exercised: these runs hold no records" in capsys.readouterr().out
+
+
+def test_a_waiver_whose_target_ran_and_that_matches_nothing_is_stale(tmp_path, capsys):
+    path, run = tmp_path / "waivers.toml", write_run(tmp_path / "run")
+    path.write_text(TARGETED)
+    (check,) = [c for c in check_expectations(records(), [load_expectations(path)]) if "gone" in c.key]
+    # "mlu:*" is a glob on the target: mlu:cnnl ran
+    assert (check.targets, check.exercised, check.not_exercised) == (("mlu:*",), True, "")
+    assert check.stale and check.problems == ["matches nothing"]
+    assert main(["expectations", "check", str(run), "--file", str(path), "--fail-on-stale"]) == 1
+    assert f"{path}: 't.py::test_op[mlu:*-gone-*]': matches nothing" in capsys.readouterr().out
