@@ -23,9 +23,11 @@ class Golden:
     unavailable: str = ""
 
 
-def run_golden(fn: Callable, args: tuple, kwargs: Mapping[str, Any]) -> Golden:
+def run_golden(fn: Callable, args: tuple, kwargs: Mapping[str, Any],
+               prepare: Callable[[Any], None] | None = None) -> Golden:
     """``fn(*args, **kwargs)`` on the CPU with every floating tensor (and a module's parameters
-    and buffers) in float64."""
+    and buffers) in float64; ``prepare`` is called on a module's float64 copy before it runs
+    (to hook its layers)."""
     import torch
 
     def widen(t: torch.Tensor) -> torch.Tensor:
@@ -34,6 +36,8 @@ def run_golden(fn: Callable, args: tuple, kwargs: Mapping[str, Any]) -> Golden:
     try:
         if isinstance(fn, torch.nn.Module):
             fn = copy.deepcopy(fn).double()
+            if prepare is not None:
+                prepare(fn)
         with torch.no_grad():
             output = fn(*map_tensors(widen, args), **map_tensors(widen, dict(kwargs)))
     except Exception as exc:  # an op without a float64 kernel: golden part unavailable

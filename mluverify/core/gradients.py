@@ -23,11 +23,14 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from mluverify.core.case import Case
+from mluverify.core.golden import run_golden
 from mluverify.core.provenance import Dispatched, is_declared, ops_under_test_on_cpu
+from mluverify.judge import TermSum
 
 OUTPUT, GRAD, PARAM = "output", "grad", "param"
 # The kind of a fusion group's comparison (the pipeline's); with the three above, a record's kinds.
@@ -80,6 +83,70 @@ def ops_on_cpu(kind: str, case: Case, fallback_ops: tuple[str, ...], dispatched:
         return ops_under_test_on_cpu(case, [op for op in fallback_ops if "_backward" not in op], None)
     return tuple(op for op in fallback_ops
                  if is_declared(case, op) or ("_backward" in op and is_declared(case, op.replace("_backward", "", 1))))
+
+
+def summed_biases(probe: Any, upstream: tuple, args: tuple,
+                  kwargs: Mapping[str, Any]) -> tuple[dict[str, TermSum], str]:
+    """How each trained bias's gradient is summed (``mluverify.judge.TermSum``, keyed by its
+    leaf, ``encoder.key.bias.grad``), from one float64 run of the probe (from ``upstream``, on
+    the case's ``args``) whose biased layers record their output gradient; and why there is
+    none when the float64 run raised. Only layers that add their bias to their output
+    (``_biased_layers``) count: there the bias's gradient is that output gradient summed."""
+    owners = _bias_owners(probe.fn)
+    if not owners:
+        return {}, ""
+    captured: dict[str, list[tuple[int, float] | None]] = {name: [] for name in set(owners.values())}
+
+    def hook_layers(copied: Any) -> None:
+        for name, module in copied.fn.named_modules():
+            if name in owners:
+                module.register_forward_hook(functools.partial(_record_output_gradient, captured[owners[name]]))
+
+    golden = run_golden(probe, (upstream, *args), kwargs, prepare=hook_layers)
+    if golden.output is None:
+        return {}, f"zero-sum rule unavailable ({golden.unavailable})"
+    gradients = dict(zip(probe.leaf_names(args, kwargs)[1], golden.output[2]))
+    summed = {}
+    for parameter, calls in captured.items():
+        if calls and None not in calls:
+            terms, squared = sum(t for t, _ in calls), sum(s for _, s in calls)
+            summed[f"{parameter}.grad"] = TermSum(gradients[parameter], terms, math.sqrt(terms * squared))
+    return summed, ""
+
+
+def _bias_owners(fn: Any) -> dict[str, str]:
+    """``{layer name: its trained bias's parameter name}`` for the layers of ``fn`` (a module)
+    that add a bias to their output; a bias shared by several layers has one name."""
+    import torch
+
+    if not isinstance(fn, torch.nn.Module):
+        return {}
+    names = {id(p): name for name, p in fn.named_parameters() if p.requires_grad}
+    return {name: names[id(module.bias)] for name, module in fn.named_modules()
+            if isinstance(module, _biased_layers()) and isinstance(module.bias, torch.nn.Parameter)
+            and id(module.bias) in names}
+
+
+def _biased_layers() -> tuple[type, ...]:
+    """Layers whose bias is added to every position of their output (so its gradient is the
+    output gradient summed over them): linear, convolutions, batch / instance / layer / group norm."""
+    from torch import nn
+
+    return (nn.Linear, nn.modules.conv._ConvNd, nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm)
+
+
+def _record_output_gradient(calls: list, module: Any, inputs: tuple, output: Any) -> None:
+    """Forward hook: when the layer's output gradient arrives, append (summands per bias element,
+    its squared norm); ``None`` when the output does not line up with the bias."""
+    import torch
+
+    if not isinstance(output, torch.Tensor) or not output.requires_grad:
+        return
+    if output.numel() % module.bias.numel():
+        calls.append(None)
+        return
+    terms = output.numel() // module.bias.numel()
+    output.register_hook(lambda g: calls.append((terms, float(g.double().square().sum()))))
 
 
 @functools.lru_cache(maxsize=1)

@@ -26,14 +26,14 @@ from mluverify.core.case import Case, Target
 from mluverify.core.config import Settings
 from mluverify.core.expectations import Waiver
 from mluverify.core.golden import Golden, identical, run_golden
-from mluverify.core.gradients import GRAD, GROUP, OUTPUT, gradient_probe, ops_on_cpu, probe_leaves
+from mluverify.core.gradients import GRAD, GROUP, OUTPUT, gradient_probe, ops_on_cpu, probe_leaves, summed_biases
 from mluverify.core.plugin_manager import call_hook
 from mluverify.core.provenance import ops_under_test_on_cpu, run_recording
 from mluverify.core.record import Record, make_record
 from mluverify.core.selections import device_forward_reference, record as record_selections
 from mluverify.core.task import Task, TaskResult
 from mluverify.errors import ConfigError, Unsupported
-from mluverify.judge import Tolerance, Verdict, compare, policy, resolve_tolerance
+from mluverify.judge import Tolerance, Verdict, compare, judge_zero_sum, policy, resolve_tolerance, zero_sum_applies
 
 
 @dataclass(frozen=True)
@@ -240,11 +240,15 @@ class Pipeline:
         expected, following = device_forward_reference(lambda: copy.deepcopy(probe)(*probe_args, **kwargs),
                                                         chosen, expected)
         tolerance, golden, note = self._tolerance_and_golden(probe, probe_args, kwargs, case, marker, checks)
-        note = "; ".join(filter(None, (following, note)))
+        # a bias gradient 0 by symmetry is judged against the truth (mluverify.judge.judge_zero_sum)
+        summed, unsummed = summed_biases(probe, upstream, args, kwargs) if zero_sum_applies(tolerance) else ({}, "")
+        note = "; ".join(filter(None, (following, note, unsummed)))
         comparisons = []
         for leaf in probe_leaves(probe, args, kwargs, as_reference_dtype(execution.output, case.dtype), expected,
                                  golden.output):
             verdict = self._compare(leaf.actual, leaf.expected, leaf.golden, tolerance, case, checks)
+            if leaf.name in summed:
+                verdict = judge_zero_sum(verdict, leaf.actual, summed[leaf.name], tolerance, case.dtype)
             comparisons.append(_Comparison(leaf.kind, replace(verdict, leaf=leaf.name + verdict.leaf),
                                            ops_on_cpu(leaf.kind, case, execution.fallback_ops, dispatched)))
         return _Judged(case, execution, comparisons, note)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from mluverify.judge._judge import Verdict, assert_close, compare, pair_metrics
+from mluverify.judge._symmetry import ZERO_SUM_METRIC, TermSum, judge_zero_sum, zero_sum_applies
 from mluverify.judge._metrics import (
     BUILTIN_METRICS,
     DIAGNOSTIC,
@@ -51,7 +52,7 @@ __all__ = [
     "max_rel", "metrics", "parse_golden_rules", "policy", "rae", "raw_rel_mse_from_sqnr_db", "rel_mse", "resolve_tolerance", "rma",
     "sqnr_db", "ULP_METRICS", "ulp_metrics",
     "DEFAULT_EFFECT_SHARE", "TASK_METRICS", "TaskBudget", "TaskThreshold", "binomial_cdf", "required_samples",
-    "task_threshold",
+    "task_threshold", "TermSum", "ZERO_SUM_METRIC", "judge_zero_sum", "zero_sum_applies",
 ]
 
 
