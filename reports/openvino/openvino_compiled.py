@@ -9,9 +9,13 @@ import torch
 F32 = {"INFERENCE_PRECISION_HINT": "f32"}  # openvino:cpu; {} is openvino:default
 
 
-def run(module: torch.nn.Module, *args: torch.Tensor, config: dict = F32) -> torch.Tensor:
-    """``module(*args)`` computed by OpenVINO's CPU plugin compiled with ``config``."""
+def run(module: torch.nn.Module, *args: torch.Tensor, config: dict = F32, fixed_shapes: bool = False) -> torch.Tensor:
+    """``module(*args)`` computed by OpenVINO's CPU plugin compiled with ``config``;
+    ``fixed_shapes``: the converted model's inputs fixed to the shapes of ``args``, as the plugin
+    does (``convert_model`` leaves them dynamic, and the CPU plugin then takes other paths)."""
     model = openvino.convert_model(torch.export.export(module, args))
+    if fixed_shapes:
+        model.reshape({i: openvino.PartialShape(list(a.shape)) for i, a in enumerate(args)})
     compiled = openvino.Core().compile_model(model, "CPU", config)
     return torch.from_numpy(compiled([a.numpy() for a in args])[0])
 
