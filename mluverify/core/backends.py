@@ -90,6 +90,11 @@ class Backend(abc.ABC):
     # Modes that compile each distinct program before running it (seconds per graph): the suites
     # draw fewer examples there (``mluverify.plugins.compiled_selection``).
     compiling_modes: tuple[str, ...] = ()
+    # Modes whose program runs outside torch's dispatch (a compiler's kernels, a runtime's
+    # graph): a Dumper sees only the export's tracing of it, so ``--mlu-dump=fail`` does not
+    # re-run their failing cases (dump-diff would judge those tracing ops as the case's, and
+    # ``torch.export`` under the Dumper's modes fails, which lost the case's verdict).
+    opaque_modes: tuple[str, ...] = ()
     # Why no mode runs a case's backward (``verify(..., grad=True)``); None: they do.
     no_backward: str | None = None
 

@@ -168,7 +168,8 @@ class Pipeline:
         case = judged.case
         # compiling is recorded apart (compile_s), so duration_s compares with eager targets
         duration_s = time.perf_counter() - started - (judged.execution.info.get("compile_s") or 0.0)
-        if self.dump_case is not None and not grad and not all(c.verdict.passed for c in judged.comparisons):
+        if (self.dump_case is not None and not grad and case.mode not in backend.opaque_modes
+                and not all(c.verdict.passed for c in judged.comparisons)):
             dumped = self._dump(backend, fn, cast_floating(args, case.dtype), kwargs, case)
             case = replace(case, reproducer=f"{case.reproducer}; dump: {dumped}")
         outcomes = [self._record(case, comparison, judged, duration_s, waiver) for comparison in judged.comparisons]

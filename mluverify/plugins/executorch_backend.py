@@ -101,6 +101,7 @@ class ExecuTorchBackend(Backend):
     quantizing_modes = (INT8,)
     calibrating_modes = (INT8,)  # on the case's calibration= set where it brings one
     compiling_modes = tuple(modes)  # an export, a lowering and a program build per case
+    opaque_modes = tuple(modes)  # ExecuTorch's runtime and its delegate's kernels
     no_backward = "it runs an ExecuTorch inference program, which has no backward"
 
     def __init__(self, transform_passes: Sequence[Any] = (), granularity: str = "per-tensor") -> None:

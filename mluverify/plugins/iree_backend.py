@@ -63,6 +63,7 @@ class IreeBackend(Backend):
     name = "iree"
     modes = {"cpu": POLICY}
     compiling_modes = ("cpu",)  # an export, an import and a compile per case
+    opaque_modes = ("cpu",)  # IREE's compiled program
     no_backward = "it runs a compiled inference program, which has no backward"
 
     def __init__(self, decompositions: Mapping[Any, Callable] | None = None, flags: Sequence[str] = ()) -> None:

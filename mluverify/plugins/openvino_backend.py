@@ -65,6 +65,7 @@ class OpenVinoBackend(Backend):
     quantizing_modes = (INT8,)
     calibrating_modes = (INT8,)
     compiling_modes = tuple(modes)  # an export, a conversion and a compile per case
+    opaque_modes = tuple(CONFIGS)  # the CPU plugin's compiled program (int8: its layers' outputs are dumped)
     no_backward = "it runs a converted inference graph, which has no backward"
 
     def __init__(self, extensions: Sequence[Any] = ()) -> None:

@@ -86,6 +86,7 @@ class OrtBackend(Backend):
     quantizing_modes = (INT8,)
     calibrating_modes = (INT8,)
     compiling_modes = tuple(modes)  # an export and a session per case
+    opaque_modes = ("cpu", "dynamo")  # onnxruntime's kernels (int8: its layers' outputs are dumped)
     no_backward = "it runs an exported inference graph, and ONNX export records no backward"
 
     def __init__(self, translations: Mapping[Callable, Callable] | None = None) -> None:

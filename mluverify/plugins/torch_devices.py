@@ -80,6 +80,10 @@ class TorchDeviceBackend(Backend):
     def modes(self) -> dict[str, str]:
         return {mode: policy for mode, (policy, _) in self.runners.items()}
 
+    @property
+    def opaque_modes(self) -> tuple[str, ...]:  # a compiled program's kernels (Inductor's) are no torch ops
+        return self.compiling_modes
+
     def add_mode(self, mode: str, policy: str, runner: Runner, requirement: Requirement | None = None,
                  *, compiles: bool = False) -> None:
         """Add (or replace) an execution mode judged by tolerance policy ``policy``;

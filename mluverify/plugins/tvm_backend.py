@@ -52,6 +52,7 @@ class TvmBackend(Backend):
     name = "tvm"
     modes = {"cpu": POLICY}
     compiling_modes = ("cpu",)  # an export, an import into Relax and a build per case
+    opaque_modes = ("cpu",)  # the Relax VM's compiled program
     no_backward = "it runs a compiled inference program, which has no backward"
 
     def __init__(self, convert_map: Mapping[str, Callable] | None = None) -> None:
