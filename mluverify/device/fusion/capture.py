@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import io
 import logging
 import warnings
@@ -38,7 +39,7 @@ def capture_program(model: nn.Module, example_inputs: tuple, as_cpu: TensorMap) 
     :raises CaptureError: as ``capture``.
     """
     try:
-        with warnings.catch_warnings(), _quiet_export_log(), torch.no_grad():
+        with warnings.catch_warnings(), _quiet_export_log(), torch.no_grad(), _preservable_ops_reused():
             # The converter and export warn about their own deprecations and specializations,
             # which say nothing to the user of a fused model.
             warnings.simplefilter("ignore")
@@ -65,6 +66,41 @@ def _decompositions() -> dict:
     from mluverify.device.fusion.settings import lstm_fusion_enabled
 
     return {} if lstm_fusion_enabled() else get_decompositions(_RECURRENT_OPS)
+
+
+@contextlib.contextmanager
+def _preservable_ops_reused() -> Iterator[None]:
+    """Let ``run_decompositions`` reuse its set of preservable CompositeImplicitAutograd ops while
+    the dispatcher's registrations are unchanged.
+
+    ``run_decompositions`` recomputes the set at every call (torch caches only the ``aten``
+    namespace's part, as ops of other namespaces can be registered at run time): materializing
+    every C++ CIA op once per namespace, about a quarter of a small case's capture, paid by every
+    ``mlu:cnml`` case. What the set is computed from is the C++ CIA registrations and the ops each
+    ``torch.ops`` namespace holds; the same ones give the same set, so the set is computed again
+    only when they changed (a custom op registered, an op first touched).
+    """
+    from torch.export import exported_program
+
+    computed = exported_program._collect_all_valid_cia_ops  # private: torch is pinned (constraints.txt)
+    exported_program._collect_all_valid_cia_ops = lambda: set(_preservable_ops(_registrations(), computed))
+    try:
+        yield
+    finally:
+        exported_program._collect_all_valid_cia_ops = computed
+
+
+def _registrations() -> tuple:
+    """What ``torch._export.utils._collect_all_valid_cia_ops`` reads: the C++ CIA registrations and
+    how many ops each ``torch.ops`` namespace has materialized."""
+    return (tuple(torch._C._dispatch_get_registrations_for_dispatch_key("CompositeImplicitAutograd")),
+            tuple((name, len(getattr(torch.ops, name)._dir)) for name in torch.ops._dir))
+
+
+@functools.lru_cache(maxsize=1)
+def _preservable_ops(registrations: tuple, compute: Callable[[], set]) -> frozenset:
+    """The preservable CIA ops for these registrations (the latest ones kept)."""
+    return frozenset(compute())
 
 
 def model_name(model: nn.Module) -> str:
