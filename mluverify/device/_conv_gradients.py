@@ -18,9 +18,8 @@ from dataclasses import dataclass
 import torch
 
 from mluverify.device.contractions import (
-    ConvolutionProduct, Product, ProductCall, device_result, padded_split)
+    ConvolutionProduct, Product, ProductCall, combine_partials, device_result, padded_split)
 from mluverify.device.numerics import active_cores, active_settings
-from mluverify.device.reductions import combine_pairwise
 
 _FLOATING = (torch.float16, torch.float32)
 aten = torch.ops.aten
@@ -117,7 +116,7 @@ class WeightGradient(_ConvolutionGradient):
         same groups: each element's partials are the same sums, so the same bits."""
         slice_channels = self._slice_channels(cores)
         if slice_channels is None:
-            return combine_pairwise(self.partials(left, split_right, cores), overwrite=True)
+            return combine_partials(self.partials(left, split_right, cores))
         groups = self.groups
         input = _batch_split(left, cores)
         grad_output = split_right.unflatten(1, (cores * groups, -1))  # [n, (core, g), C_out/g, *s]
@@ -127,7 +126,7 @@ class WeightGradient(_ConvolutionGradient):
             channels = slice(start, start + slice_channels)
             shape = (groups * slice_channels,) + self.weight_shape[1:]
             part = self._partials(input, grad_output[:, :, channels].flatten(1, 2), cores, shape)
-            by_group[:, channels] = combine_pairwise(part, overwrite=True).unflatten(0, (groups, -1))
+            by_group[:, channels] = combine_partials(part).unflatten(0, (groups, -1))
         return result
 
     def _slice_channels(self, cores: int) -> int | None:

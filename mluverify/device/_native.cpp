@@ -7,10 +7,17 @@
 // * A device guard for several emulated cards: the current card is per thread, as on CUDA.
 // * Two tensor helpers for the Python side: an empty tensor on a given card (the storage is set
 //   from Python), and marking a 0-dim CPU tensor as a wrapped Python number (type promotion).
+// * Two numerics primitives of the kernels, the same arithmetic as their definitions in Python
+//   in one multithreaded pass (numpy's integer ops run on one thread, in several passes):
+//   `round_mantissa` (numerics.round_mantissa) and `combine4` (reductions.combine_pairwise of
+//   4 partials, the layer-by-layer core count).
 //
 // Everything is registered by `install`, called from mluverify/device/_backend.py before torch's
 // Python back-end set-up (which then keeps these hooks and this guard).
+#include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/TensorImpl.h>
@@ -19,6 +26,8 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -185,6 +194,67 @@ void mark_wrapped_number(const at::Tensor& scalar) {
   scalar.unsafeGetTensorImpl()->set_wrapped_number(true);
 }
 
+// A new contiguous float32 tensor: `x` rounded to `bits` explicit mantissa bits (0..22), ties to
+// even, on the bit patterns (numerics.round_mantissa: the same integer steps, modulo 2**32 as
+// numpy's int32 ones wrap). A NaN is kept: a payload only in the dropped bits would round to
+// infinity. Branch-free, so the compiler vectorizes the loop.
+at::Tensor round_mantissa(const at::Tensor& x, int64_t bits) {
+  TORCH_CHECK_VALUE(x.scalar_type() == at::kFloat && x.is_cpu(), "round_mantissa expects a float32 CPU tensor");
+  TORCH_CHECK_VALUE(bits >= 0 && bits <= 22, "round_mantissa keeps 0..22 mantissa bits, got ", bits);
+  const auto input = x.contiguous();
+  auto out = at::empty(input.sizes(), input.options());
+  const auto* source = static_cast<const uint32_t*>(input.const_data_ptr());
+  auto* target = static_cast<uint32_t*>(out.mutable_data_ptr());
+  const auto drop = static_cast<uint32_t>(23 - bits);
+  const uint32_t half_less_one = (1u << (drop - 1)) - 1u;
+  const uint32_t kept = ~((1u << drop) - 1u);
+  at::parallel_for(0, input.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const uint32_t pattern = source[i];
+      const uint32_t rounded = (((pattern >> drop) & 1u) + half_less_one + pattern) & kept;
+      target[i] = (pattern & 0x7fffffffu) > 0x7f800000u ? pattern : rounded;
+    }
+  });
+  return out;
+}
+
+// The 4 partials in the last dim of float32 `partials` combined pairwise, neighbours first:
+// (p0 + p1) + (p2 + p3), each add rounded to float32; a new contiguous tensor without that dim.
+at::Tensor combine4(const at::Tensor& partials) {
+  TORCH_CHECK_VALUE(partials.scalar_type() == at::kFloat && partials.is_cpu() && partials.dim() >= 1 &&
+                        partials.size(-1) == 4,
+                    "combine4 expects a float32 CPU tensor whose last dim has 4 partials");
+  auto out = at::empty(partials.sizes().slice(0, partials.dim() - 1), partials.options());
+  const auto p0 = partials.select(-1, 0), p1 = partials.select(-1, 1);
+  const auto p2 = partials.select(-1, 2), p3 = partials.select(-1, 3);
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(out)
+                  .add_const_input(p0)
+                  .add_const_input(p1)
+                  .add_const_input(p2)
+                  .add_const_input(p3)
+                  .build();
+  iter.for_each([](char** data, const int64_t* strides, int64_t n) {
+    constexpr int64_t step = sizeof(float);
+    if (strides[0] == step && strides[1] == step && strides[2] == step && strides[3] == step && strides[4] == step) {
+      auto* __restrict sum = reinterpret_cast<float*>(data[0]);
+      const auto* __restrict a = reinterpret_cast<const float*>(data[1]);
+      const auto* __restrict b = reinterpret_cast<const float*>(data[2]);
+      const auto* __restrict c = reinterpret_cast<const float*>(data[3]);
+      const auto* __restrict d = reinterpret_cast<const float*>(data[4]);
+      for (int64_t i = 0; i < n; ++i) {  // vectorized: the same adds, lane by lane
+        sum[i] = (a[i] + b[i]) + (c[i] + d[i]);
+      }
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const auto partial = [&](int k) { return *reinterpret_cast<const float*>(data[k] + i * strides[k]); };
+      *reinterpret_cast<float*>(data[0] + i * strides[0]) = (partial(1) + partial(2)) + (partial(3) + partial(4));
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(mluverify_native, m) {
@@ -192,4 +262,6 @@ TORCH_LIBRARY(mluverify_native, m) {
   m.def("cards() -> int", &cards);
   m.def("empty_on(int index, ScalarType dtype) -> Tensor", &empty_on);
   m.def("mark_wrapped_number(Tensor scalar) -> ()", &mark_wrapped_number);
+  m.def("round_mantissa(Tensor x, int bits) -> Tensor", &round_mantissa);
+  m.def("combine4(Tensor partials) -> Tensor", &combine4);
 }

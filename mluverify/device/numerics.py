@@ -214,34 +214,24 @@ def numerics_settings(core_version: str | None = None, core_number: int | None =
 # rounding and quantization primitives
 # ---------------------------------------------------------------------------------------------
 
-_MANTISSA_BITS_FLOAT32 = 23
 # Below this range qmax / absmax would overflow float32 (where scales are held) for int16;
 # such a range is treated like an all-zero one, as the quantization tool does.
 _TINY_RANGE = 32767 / float(torch.finfo(torch.float32).max)
 
 
 def round_mantissa(x: torch.Tensor, bits: int) -> torch.Tensor:
-    """float32 ``x`` rounded to ``bits`` explicit mantissa bits, ties to even (a new tensor).
+    """float32 ``x`` rounded to ``bits`` (0..22) explicit mantissa bits, ties to even (a new
+    contiguous tensor).
 
     Works on the bit pattern: add half an ulp of the target precision (less one, plus the kept
     lowest bit, for ties-to-even) and clear the dropped bits; a carry into the exponent is the
-    correct rounding up. Infinities stay infinite, NaNs stay NaN. Done in numpy: its integer
-    ops are several times faster than torch's on a busy CPU.
+    correct rounding up. Infinities stay infinite, NaNs stay NaN (a NaN whose payload sits only
+    in the dropped bits would round to infinity: NaNs are kept as they are). Done by the
+    device's C++ extension (``_native.cpp``), in one pass on every intra-op thread.
     """
     if x.dtype != torch.float32:
         raise TypeError(f"round_mantissa expects float32, got {x.dtype}")
-    drop = _MANTISSA_BITS_FLOAT32 - bits
-    pattern = x.detach().contiguous().numpy().reshape(-1).view(np.int32)
-    rounded = np.right_shift(pattern, drop)
-    rounded &= 1
-    rounded += (1 << (drop - 1)) - 1
-    rounded += pattern
-    rounded &= ~((1 << drop) - 1)
-    # A NaN whose payload sits only in the dropped bits would round to infinity: keep NaNs.
-    nan = np.isnan(pattern.view(np.float32))
-    if nan.any():
-        rounded = np.where(nan, pattern, rounded)
-    return torch.from_numpy(rounded.view(np.float32)).view(x.shape)
+    return torch.ops.mluverify_native.round_mantissa(x.detach(), bits)
 
 
 def quantization_scale(absmax: float, qmax: int) -> float:

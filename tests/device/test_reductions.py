@@ -8,6 +8,8 @@ whose core count is under test; one test runs a real fused program.
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -18,6 +20,7 @@ import numerics_reference as ref
 from mluverify.device import kernel_mode, numerics
 from mluverify.device.fusion import fuse, fusion_summary
 from mluverify.device.numerics import numerics_settings
+from mluverify.device.contractions import combine_partials
 from mluverify.device.reductions import combine_pairwise, core_sum
 
 CORES = [1, 4, 16]
@@ -191,5 +194,23 @@ def test_combine_pairwise_adds_neighbours_first_bit_for_bit(cores):
     values = torch.randn(2, cores, 3, 5, 7, generator=torch.Generator().manual_seed(cores))
     values *= torch.logspace(-6, 6, cores).reshape(1, cores, 1, 1, 1)
     expected = ref.pairwise([values[:, c].numpy() for c in range(cores)])
-    same_bits(combine_pairwise(values.movedim(1, -1)), expected)
-    same_bits(combine_pairwise(values.movedim(1, -1).contiguous()), expected)
+    for partials in (values.movedim(1, -1), values.movedim(1, -1).contiguous()):
+        same_bits(combine_pairwise(partials), expected)
+        # a product's partials: 4 (layer by layer) by the C++ extension, in blocks or interleaved
+        same_bits(combine_partials(partials.clone()), expected)
+
+
+def test_combined_partials_of_special_values_are_the_float32_adds():
+    """Every 4-tuple of signed zeros, infinities, NaN, the largest and the smallest float32: the
+    extension's adds give numpy's float32 results (signed zeros and overflow included; a NaN
+    anywhere gives a NaN, whose payload IEEE leaves open)."""
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 3.4e38, -3.4e38, 1e-45], np.float32)
+    tuples = np.array(list(itertools.product(special, repeat=4)), np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = ref.pairwise([tuples[:, c] for c in range(4)])
+    nan = np.isnan(expected)
+    interleaved = torch.from_numpy(tuples)
+    for partials in (interleaved, interleaved.t().contiguous().t()):  # and in blocks
+        got = combine_partials(partials).numpy()
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(got[~nan].view(np.int32), expected[~nan].view(np.int32))
