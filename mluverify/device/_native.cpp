@@ -7,10 +7,10 @@
 // * A device guard for several emulated cards: the current card is per thread, as on CUDA.
 // * Two tensor helpers for the Python side: an empty tensor on a given card (the storage is set
 //   from Python), and marking a 0-dim CPU tensor as a wrapped Python number (type promotion).
-// * Two numerics primitives of the kernels, the same arithmetic as their definitions in Python
-//   in one multithreaded pass (numpy's integer ops run on one thread, in several passes):
-//   `round_mantissa` (numerics.round_mantissa) and `combine4` (reductions.combine_pairwise of
-//   4 partials, the layer-by-layer core count).
+// * Three numerics primitives of the kernels, the same arithmetic as their definitions in Python
+//   in one multithreaded pass (numpy runs on one thread, its integer ops in several passes):
+//   `round_mantissa` (numerics.round_mantissa), `combine4` (reductions.combine_pairwise of 4
+//   partials, the layer-by-layer core count) and `lane_sums` (the lanes of reductions.part_sums).
 //
 // Everything is registered by `install`, called from mluverify/device/_backend.py before torch's
 // Python back-end set-up (which then keeps these hooks and this guard).
@@ -18,6 +18,7 @@
 #include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/TensorImpl.h>
@@ -25,6 +26,7 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -255,6 +257,32 @@ at::Tensor combine4(const at::Tensor& partials) {
   return out;
 }
 
+// Each lane's float32 sum over the steps of `rows` [outer, steps, lanes], from +0 in step order,
+// every add rounded (reductions.part_sums: what numpy's add.reduce over the first axis of a
+// C-ordered (steps, n) array computes, adding it row by row).
+at::Tensor lane_sums(const at::Tensor& rows) {
+  TORCH_CHECK_VALUE(rows.scalar_type() == at::kFloat && rows.is_cpu() && rows.dim() == 3,
+                    "lane_sums expects a float32 CPU tensor [outer, steps, lanes]");
+  const auto input = rows.contiguous();
+  const int64_t outer = input.size(0), steps = input.size(1), lanes = input.size(2);
+  auto out = at::zeros({outer, lanes}, input.options());
+  const float* source = input.const_data_ptr<float>();
+  float* target = out.mutable_data_ptr<float>();
+  const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, steps * lanes));
+  at::parallel_for(0, outer, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t o = begin; o < end; ++o) {
+      float* __restrict sums = target + o * lanes;
+      const float* __restrict row = source + o * steps * lanes;
+      for (int64_t step = 0; step < steps; ++step, row += lanes) {
+        for (int64_t lane = 0; lane < lanes; ++lane) {
+          sums[lane] += row[lane];
+        }
+      }
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY(mluverify_native, m) {
@@ -264,4 +292,5 @@ TORCH_LIBRARY(mluverify_native, m) {
   m.def("mark_wrapped_number(Tensor scalar) -> ()", &mark_wrapped_number);
   m.def("round_mantissa(Tensor x, int bits) -> Tensor", &round_mantissa);
   m.def("combine4(Tensor partials) -> Tensor", &combine4);
+  m.def("lane_sums(Tensor rows) -> Tensor", &lane_sums);
 }

@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -66,11 +65,10 @@ def part_sums(parts: torch.Tensor) -> torch.Tensor:
     rows = parts.reshape(*parts.shape[:-1], steps, lanes)
     if steps == 1:
         return combine_pairwise(rows[..., 0, :])
-    # numpy adds the rows of a C-ordered (steps, n) array one after another, in float32 (its
-    # pairwise summation runs only along the contiguous axis, and n >= 64 here): each lane in
-    # order, in one pass. torch's CPU sum would cascade them; a loop over steps costs ~3 us each.
-    by_step = rows.detach().movedim(-2, 0).contiguous().numpy().reshape(steps, rows.numel() // steps)
-    lane_sums = torch.from_numpy(np.add.reduce(by_step, axis=0))
+    # Each lane from +0, its elements added in order in float32, by the device's C++ extension
+    # on every intra-op thread (torch's CPU sum would cascade them).
+    outer = math.prod(rows.shape[:-2])
+    lane_sums = torch.ops.mluverify_native.lane_sums(rows.detach().reshape(outer, steps, lanes))
     return combine_pairwise(lane_sums.reshape(*rows.shape[:-2], lanes))
 
 
