@@ -3,9 +3,10 @@
 A program is drawn node by node: an op, its first operand among the values so far, a second
 operand that fits (an existing value or a new input, at most ``MAX_INPUTS``), its parameters for
 those shapes. The candidate node runs on meta tensors (torch's shape and dtype functions, no
-data); one that raises, or makes a value too large, is redrawn (``NODE_TRIES`` times, then the
-whole program is rejected). Everything is drawn by hypothesis, so a failing program shrinks to
-fewer, simpler ops and its inputs to simpler values.
+data) and on zeros (the checks only a kernel makes); one that raises, or makes a value too
+large, is redrawn (``NODE_TRIES`` times, then the whole program is rejected). Everything is
+drawn by hypothesis, so a failing program shrinks to fewer, simpler ops and its inputs to
+simpler values.
 
 Inputs are drawn element by element in ``[-VALUE_RANGE, VALUE_RANGE]``, with the points where
 ops are special among them: signed zeros always, infinities in half the cases. A program whose
@@ -169,7 +170,9 @@ def _try_node(draw, draft: _Draft, ops: Sequence[OpSpec], steering: Steering) ->
 
 def _check_on_meta(node: Node, metas: list) -> Any:
     """The node's result on meta tensors (clones: in-place ops must not change the drafts'),
-    or None when torch rejects the arguments or the result is too large to draw."""
+    or None when torch rejects the arguments or the result is too large to draw. A node that
+    passes runs once more on zeros of those shapes and dtypes on the CPU, for the checks only a
+    kernel makes (a fill value outside an integer dtype's range: ``-1.5`` into uint8)."""
     import torch
 
     names = [f"m{i}" for i in range(len(metas))]
@@ -181,6 +184,10 @@ def _check_on_meta(node: Node, metas: list) -> Any:
     if not isinstance(result, torch.Tensor):
         return None
     if result.dim() > MAX_RANK + 1 or result.numel() > MAX_NUMEL or result.numel() == 0:
+        return None
+    try:
+        eval(source, {"torch": torch}, {n: torch.zeros(m.shape, dtype=m.dtype) for n, m in zip(names, metas)})  # noqa: S307
+    except Exception:  # eager's kernel refuses it whatever the values: an invalid candidate
         return None
     return result
 
