@@ -76,9 +76,11 @@ def _preservable_ops_reused() -> Iterator[None]:
     ``run_decompositions`` recomputes the set at every call (torch caches only the ``aten``
     namespace's part, as ops of other namespaces can be registered at run time): materializing
     every C++ CIA op once per namespace, about a quarter of a small case's capture, paid by every
-    ``mlu:cnml`` case. What the set is computed from is the C++ CIA registrations and the ops each
+    ``mlu:cnml`` case. The set follows from the C++ CIA registrations and the ops each
     ``torch.ops`` namespace holds; the same ones give the same set, so the set is computed again
-    only when they changed (a custom op registered, an op first touched).
+    only when they changed (a custom op registered, an op first touched). Not seen: a CIA kernel
+    given in Python alone (``py_impl``) to an op already touched, as torch's own cache of the
+    ``aten`` part does not see it either.
     """
     from torch.export import exported_program
 
