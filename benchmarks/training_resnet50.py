@@ -6,8 +6,10 @@ CPU, measured side by side in one run.
         [--matmul-precision int16] [--threads 1]
 
 Prints the median step time of each, their ratio (target: at most 3x), the load average of the
-machine (it is shared: absolute times vary a lot, the ratio is the figure), the first step's
-loss and gradient error against the CPU, and the fallback ops seen.
+machine (it is shared: absolute times vary a lot, the ratio is the figure), the median CPU time
+of each step over all threads (what a change of the emulator's work shows under load, where the
+wall ratio swings), the first step's loss and gradient error against the CPU, and the fallback
+ops seen.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import argparse
 import copy
 import os
 import statistics
-import timeit
+import time
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +39,13 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, images:
     loss.backward()
     optimizer.step()
     return loss.detach().cpu()
+
+
+def timed(step: Callable[[], object]) -> tuple[float, float]:
+    """``step()``'s wall time and the process's CPU time over all threads, in seconds."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    step()
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def main() -> None:
@@ -67,9 +77,10 @@ def main() -> None:
 
     cpu_times, mlu_times = [], []
     for _ in range(args.repeats):
-        cpu_times.append(timeit.timeit(lambda: train_step(cpu_model, cpu_sgd, images, labels), number=1))
-        mlu_times.append(timeit.timeit(lambda: train_step(mlu_model_, mlu_sgd, images_mlu, labels_mlu), number=1))
-    cpu, dev = statistics.median(cpu_times), statistics.median(mlu_times)
+        cpu_times.append(timed(lambda: train_step(cpu_model, cpu_sgd, images, labels)))
+        mlu_times.append(timed(lambda: train_step(mlu_model_, mlu_sgd, images_mlu, labels_mlu)))
+    (cpu, cpu_busy), (dev, dev_busy) = ([statistics.median(column) for column in zip(*times)]
+                                        for times in (cpu_times, mlu_times))
     settings = numerics.active_settings()
     print(f"ResNet-50 training step, batch {BATCH}, {SIDE}x{SIDE}; core version {settings.core_version}, "
           f"matmul precision {settings.matmul_precision}, torch threads {torch.get_num_threads()}, "
@@ -78,6 +89,7 @@ def main() -> None:
     print(f"mlu layer-by-layer median  {dev * 1e3:9.1f} ms")
     print(f"ratio mlu / cpu            {dev / cpu:9.2f}x   (target <= 3x)")
     print(f"load average (1, 5, 15 min): {', '.join(f'{v:.1f}' for v in os.getloadavg())} on {os.cpu_count()} cores")
+    print(f"CPU time per step, all threads (median): native {cpu_busy * 1e3:.1f} ms, mlu {dev_busy * 1e3:.1f} ms")
     print(f"first step: loss {float(got_loss):.5f} vs {float(expected_loss):.5f} (CPU); "
           f"fc.weight gradient rel_mse {grad_error:.2e}; fallback ops: {dict(fallbacks.counts) or 'none'}")
 
