@@ -112,7 +112,10 @@ def test_a_failure_replays_first_from_the_example_database():
     seen.clear()
     with pytest.raises(AssertionError):
         relu_test()
-    assert torch.equal(seen[0], shrunk) and seen[0].shape == (1,)
+    # the replay is the shrunk failure itself; how far a random seed's search shrinks is not this
+    # test's claim (a failure in a large tensor's seeded fill can end larger: the strategies'
+    # docstring), the derandomized shrink tests above hold it
+    assert torch.equal(seen[0], shrunk) and _differs(_relu_wrong_on_interval)(seen[0])
 
 
 @settings(SEARCH, max_examples=60, phases=[Phase.generate])
