@@ -241,7 +241,8 @@ class Pipeline:
         expected, following = device_forward_reference(lambda: copy.deepcopy(probe)(*probe_args, **kwargs),
                                                         chosen, expected)
         tolerance, golden, note = self._tolerance_and_golden(probe, probe_args, kwargs, case, marker, checks)
-        # a bias gradient 0 by symmetry is judged against the truth (mluverify.judge.judge_zero_sum)
+        # a bias gradient whose sum cancels (0 by symmetry: an attention key bias) is judged against
+        # the float64 value, not the CPU's rounding (mluverify.judge.judge_zero_sum)
         summed, unsummed = summed_biases(probe, upstream, args, kwargs) if zero_sum_applies(tolerance) else ({}, "")
         note = "; ".join(filter(None, (following, note, unsummed)))
         comparisons = []

@@ -1,6 +1,7 @@
-"""The zero-sum rule (``mluverify.judge.judge_zero_sum``): a bias gradient that is 0 by
-symmetry (an attention key bias) is judged by its distance from the float64 value relative to
-``sqrt(summands) x`` the summed gradient's norm, not by rel_mse against the CPU's rounding noise.
+"""The zero-sum rule (``mluverify.judge.judge_zero_sum``): a bias gradient whose sum cancels (0
+by symmetry: an attention key bias) below what the precision of its summands resolves is judged
+by its distance from the float64 value relative to ``sqrt(summands) x`` the summed gradient's
+norm, not by rel_mse against the CPU's rounding noise.
 The judge alone on numbers derived by hand; the float64 run's scale against a layer whose output
 gradient is known (the upstream gradient itself); end to end, an attention's key-bias gradient on
 MLU370 passes by the rule and a softmax backward whose rows no longer sum to 0 fails it."""
@@ -20,31 +21,32 @@ from mluverify.core.gradients import gradient_probe, summed_biases
 from mluverify.judge import ZERO_SUM_METRIC, TermSum, Tolerance, compare, judge_zero_sum, policy
 
 CNNL = policy("cnnl")  # rel_mse <= 0.003
+NOISE = np.array([1e-12, -1e-12])  # a CPU float32 gradient of a sum that is 0: its own rounding
 
 
-def _judged(actual: np.ndarray, golden: np.ndarray, scale: float, terms: int = 4,
-            tolerance: Tolerance = CNNL):
-    noise = np.full_like(golden, 1e-12)  # the CPU's float32 rounding: no digit of the true 0
-    plain = compare(actual, noise, tolerance=tolerance)
-    return plain, judge_zero_sum(plain, actual, TermSum(golden, terms, scale), tolerance, "float32")
+def _judged(actual: np.ndarray, golden: np.ndarray, scale: float, tolerance: Tolerance = CNNL):
+    plain = compare(actual, NOISE, tolerance=tolerance)
+    return plain, judge_zero_sum(plain, actual, TermSum(golden, 4, scale), tolerance, "float32")
 
 
 def test_a_zero_gradient_is_judged_by_its_distance_from_float64_relative_to_the_scale():
-    # scale 10: the bound lets |actual - golden| reach 10 x (0.003 + 3 x 2^-24) = 0.0300018
+    # scale 10, 4 summands: the bound lets |actual - golden| reach 10 x (0.003 + 3 x 2^-24) = 0.0300018
     golden = np.array([1e-16, -1e-16])
     plain, within = _judged(np.array([0.018, 0.024]), golden, 10.0)  # norm 0.03 - 2e-16
     assert not plain.passed  # against the CPU's noise any device value "fails"
     assert within.passed and within.metric == ZERO_SUM_METRIC
     assert within.value == pytest.approx(0.003) and within.bound == pytest.approx(0.003 + 3 * 2.0**-24)
-    assert within.reason.startswith("zero by symmetry: the float64 gradient's norm 1.41e-16")
+    assert within.reason.startswith("the sum cancels: the float64 gradient's norm 1.41e-16 <= bound x scale 0.03")
     _, beyond = _judged(np.array([0.018, 0.0241]), golden, 10.0)  # norm sqrt(9.0481e-4) = 0.030080
     assert not beyond.passed and beyond.value == pytest.approx(0.0030080, rel=1e-4)
 
 
-def test_a_gradient_the_float64_run_finds_nonzero_keeps_its_plain_verdict():
-    golden = np.array([1e-6, 0.0])  # above 2^-24 x 10 = 6.0e-7: a real value, not symmetry's 0
-    plain, judged = _judged(np.array([0.018, 0.024]), golden, 10.0)
+def test_a_gradient_beyond_what_its_summands_resolve_keeps_its_plain_verdict():
+    # bound x scale = 0.03: a float64 gradient of norm 0.0316 is a value the summands resolve
+    plain, judged = _judged(np.array([0.018, 0.024]), np.array([0.03, 0.01]), 10.0)
     assert judged is plain
+    _, at_the_allowance = _judged(np.array([0.018, 0.024]), np.array([0.024, 0.018]), 10.0)  # norm 0.03
+    assert at_the_allowance.metric == ZERO_SUM_METRIC and at_the_allowance.value == pytest.approx(0.006 * 2**0.5 / 10)
 
 
 def test_the_rule_needs_a_rel_mse_bound_to_derive_its_own():
@@ -134,6 +136,6 @@ def test_an_attention_key_bias_passes_by_the_rule_and_a_softmax_backward_bug_fai
     assert clean.status == "passed" and clean.metric == ZERO_SUM_METRIC
     # against the CPU's float32 noise the same device value is off by rel_mse ~0.07
     assert clean.rel_mse > 0.003 and clean.value < 0.001
-    assert "zero by symmetry" in clean.reason
+    assert "the sum cancels" in clean.reason
     planted = _key_bias(pytester, "-p", "rows_off")
     assert planted.status == "failed" and planted.metric == ZERO_SUM_METRIC and planted.value > 0.006
