@@ -39,6 +39,9 @@ class FusedGroup(nn.Module):
             getattr(engine, n.target) for n in engine.graph.nodes if n.op == "get_attr"
         ]
         self.debug: DebugWriter | None = None
+        # Set by the program that runs on the device: a group reading none of its inputs (the
+        # position ids' arange) must still hand device tensors to the ops after it.
+        self.on_device = False
 
     def forward(self, *inputs: object) -> object:
         cpu_inputs = [_device.as_cpu(x) if _device.on_device(x) else x for x in inputs]
@@ -53,7 +56,7 @@ class FusedGroup(nn.Module):
             self._observe(inputs, outputs, None, None)
         if recording is not None:
             self._observe(inputs, outputs, recording, beside)
-        if not any(_device.on_device(x) for x in inputs):
+        if not (self.on_device or any(_device.on_device(x) for x in inputs)):
             return outputs
         # An output must not take over the memory of an input or a constant.
         borrowed = {t.untyped_storage().data_ptr() for t in cpu_inputs + self._engine_constants

@@ -90,6 +90,8 @@ def build_program(model: nn.Module, inputs: tuple, settings: FusionSettings) -> 
     if on_device:
         _move_attributes(graph_module)
         _retarget_devices(graph_module)
+        for group in groups:
+            group.on_device = True
     if settings.debug:
         writer = DebugWriter(settings.debug_dir, settings.debug)
         for group in groups:
