@@ -171,3 +171,23 @@ def test_in_place_reuse_never_overwrites_shared_values_or_inputs():
     for actual, expected in zip(outputs, model(x)):
         verdict = compare(actual.cpu(), expected, mode="cnnl")
         assert verdict.passed, verdict.reason
+
+
+class BroadcastIntoAFreshValue(nn.Module):
+    """A fresh intermediate smaller than the sum it enters (Swin's window mask broadcasts so):
+    the sum cannot be written into it."""
+
+    def forward(self, x, y):
+        return (x * 2) + y, (y * 2) + x
+
+
+def test_in_place_reuse_keeps_to_operands_of_the_results_shape():
+    generator = torch.Generator().manual_seed(7)
+    x, y = torch.randn(1, 8, 1, 1, generator=generator), torch.randn(1, 8, 8, 1, generator=generator)
+    fused = fuse(BroadcastIntoAFreshValue().to("mlu"), (x.to("mlu"), y.to("mlu")))
+    outputs = fused(x.to("mlu"), y.to("mlu"))
+    assert fusion_summary(fused).executed_as == "fused"  # the program did not raise and fall back
+    for actual, expected in zip(outputs, BroadcastIntoAFreshValue()(x, y)):
+        assert actual.shape == expected.shape
+        verdict = compare(actual.cpu(), expected, mode="cnml")
+        assert verdict.passed, verdict.reason

@@ -279,13 +279,21 @@ def compute_in_place(group: fx.GraphModule, kernel_for: KernelLookup) -> int:
     for node in group.graph.nodes:
         operand = node.args[0] if node.op == "call_function" and node.args else None
         if (node.target in _IN_PLACE and isinstance(operand, fx.Node)
-                and operand.target in _FRESH_RESULT and len(operand.users) == 1
+                and operand.target in _FRESH_RESULT and len(operand.users) == 1 and _holds_result(operand, node)
                 and _plain_aten(node.target, kernel_for) and _plain_aten(_IN_PLACE[node.target], kernel_for)):
             node.meta.setdefault(ATEN_OP, node.target)
             node.target = _IN_PLACE[node.target]
             changed += 1
     group.recompile()
     return changed
+
+
+def _holds_result(operand: fx.Node, node: fx.Node) -> bool:
+    """Whether ``node``'s result fits in ``operand``'s memory: the same shape and dtype (a
+    smaller operand the other one broadcasts, or a promoted dtype, cannot take it in place)."""
+    held, result = operand.meta.get("val"), node.meta.get("val")
+    return isinstance(held, torch.Tensor) and isinstance(result, torch.Tensor) \
+        and held.shape == result.shape and held.dtype == result.dtype
 
 
 def _plain_aten(op: torch._ops.OpOverload, kernel_for: KernelLookup) -> bool:
