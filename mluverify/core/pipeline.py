@@ -221,7 +221,10 @@ class Pipeline:
                              for group in execution.groups if group.unjudged)
         comparisons = []
         for group in (group for group in execution.groups if not group.unjudged):
-            verdict = self._compare(upcast_floating(group.actual), group.expected, None, tolerance, case, checks)
+            # both sides in float32: the reference runs the group in float32, but a constant it makes
+            # in float16 (a mask's zeros(dtype=float16)) stays float16 there
+            verdict = self._compare(upcast_floating(group.actual), upcast_floating(group.expected), None, tolerance,
+                                    case, checks)
             comparisons.append(_Comparison(GROUP, replace(
                 verdict, leaf=f"{group.name}{'.' + group.inside if group.inside else ''}{verdict.leaf}",
                 reason=f"{_group_value(group)} against {group.against or 'its own graph on the CPU'}: "

@@ -221,3 +221,38 @@ def test_only_a_call_split_into_groups_hands_its_groups_over(monkeypatch):
     assert [(g.name, g.ops) for g in groups if g.inside] == [("MLUFusionGroup0", ("aten::addmm",)),
                                                              ("MLUFusionGroup1", ("aten::addmm",))]
     assert all(g.actual[0].shape == g.expected[0].shape and not g.unjudged for g in groups)
+
+
+CONSTANT_IN_FLOAT16 = """
+import torch
+import torch.nn as nn
+
+
+class ReversedWithAZero(nn.Module):
+    '''A constant group (the positions' arange, float16 zeros made as the Hugging Face masks make
+    theirs), unfused flips and an index after it, then a floating group.'''
+
+    def forward(self, x):
+        ids = torch.arange(x.shape[-1], device=x.device)
+        zeros = torch.zeros(x.shape[-1], dtype=x.dtype, device=x.device)
+        return torch.relu(x[..., ids.flip(0)] + zeros.flip(0))
+
+
+def test_reversed(verify):
+    torch.manual_seed(0)
+    verify(ReversedWithAZero().eval(), torch.randn(4, 8), op="reversed", dtype="float16")
+"""
+
+
+def test_a_float16_constant_of_a_group_is_judged_by_value_not_by_its_dtype(pytester):
+    # the group's CPU graph runs in float32, yet the zero it makes keeps float16 there: judged as
+    # "dtype mismatch: actual float32 vs expected float16" until both sides were upcast
+    pytester.makepyfile(test_reversed=CONSTANT_IN_FLOAT16)
+    report = pytester.path / "run"
+    result = pytester.runpytest_subprocess("-p", "mluverify", "--mlu-target=mlu:cnml", f"--mlu-report={report}",
+                                           "-p", "no:cacheprovider", "-p", "no:randomly")
+    records = pd.read_parquet(report / "records.parquet")
+    groups = records[records["kind"] == "group"]
+    assert len(groups) >= 2 and groups["passed"].all(), groups[["leaf", "reason"]].to_string()
+    assert set(groups["executed_as"]) == {"partially fused"}
+    result.assert_outcomes(passed=1)
