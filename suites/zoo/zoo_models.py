@@ -34,7 +34,7 @@ TIMM_OVERRIDES = {"cait_m36_384": {"depth": 2}, "xcit_large_24_p8_224": {"depth"
 # The models also given a training step (loss and gradients): token models (an encoder, two
 # decoders, an encoder-decoder; their ids bound as buffers, so only parameters' gradients are
 # judged, tied embeddings included), CNNs, vision transformers and an audio encoder.
-TRAINED = ("hf_bert", "hf_gpt2", "hf_llama", "hf_t5", "mobilenetv2_100", "lcnet_050", "deit_tiny_patch16_224.fb_in1k",
+TRAINED = ("hf_bert", "hf_gpt2", "hf_llama", "hf_t5", "mobilenetv2_100", "mnasnet_100", "deit_tiny_patch16_224.fb_in1k",
            "hf_vit", "hf_resnet", "hf_convnext", "hf_wav2vec2")
 
 
@@ -82,7 +82,17 @@ def _build_timm(name: str) -> nn.Module:
         model = timm.create_model(name, pretrained=False, img_size=TIMM_SIDES.get(name, TIMM_SIDE), **overrides)
     except TypeError:  # the model takes any size (a CNN): its constructor has no img_size
         model = timm.create_model(name, pretrained=False, **overrides)
+    _live_classifier(model)
     return Outputs(model, lambda model, images: (model(images),))
+
+
+def _live_classifier(model: nn.Module) -> None:
+    """Give a zero-initialized classifier random weights: timm starts the MLP-Mixer family's
+    (Mixer, gMixer, gMLP, ResMLP) at 0 for fine-tuning, so their logits are 0 for any input and
+    every comparison would judge nothing. Drawn as timm draws its other linear weights."""
+    head = model.get_classifier()
+    if isinstance(head, nn.Linear) and not head.weight.any():
+        nn.init.trunc_normal_(head.weight, std=0.02)
 
 
 def _images(side: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:

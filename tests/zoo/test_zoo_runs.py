@@ -22,8 +22,8 @@ INSTALL = "pip install 'mluverify[zoo]'"
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(ZOO_MISSING), reason=f"{ZOO_MISSING} missing: {INSTALL}")]
 
 PLANTED = Path(__file__).with_name("zoo_planted_kernels.py")
-# hf_roberta, not hf_bert: BERT's fused program fails on mlu:cnml (not_fused, docs/zoo.md)
-KINDS = {"lcnet_050": ("timm", "images"), "hf_roberta": ("hf encoder", "tokens"), "hf_gpt2": ("hf decoder", "tokens")}
+# a BERT-style encoder (RoBERTa), a decoder with its KV-cache step, a timm CNN
+KINDS = {"mnasnet_100": ("timm", "images"), "hf_roberta": ("hf encoder", "tokens"), "hf_gpt2": ("hf decoder", "tokens")}
 NOT_IN_TIMM = "gluon_xception65"  # in PyTorch's timm list, gone from timm 1.0.31: eager raises
 TARGETS = ("mlu:cnnl", "mlu:cnml")
 
@@ -66,9 +66,9 @@ def test_a_planted_wrong_gelu_fails_its_model_names_the_op_and_meets_the_gate(py
         '[expectations]\ncase_ids = { "" = "suites/zoo/test_zoo.py::{key}" }\n[waivers]\n'
         '"test_zoo_model[float32-mlu:cnnl-*-hf_bert]" = { reason = "fail_accuracy: the planted gelu", '
         'until = "2099-01-01", category = "device bug", max = 10.0 }\n'
-        '"test_zoo_model[float32-mlu:cnnl-*-lcnet_050]" = { reason = "fail_accuracy: uses no gelu", '
+        '"test_zoo_model[float32-mlu:cnnl-*-mnasnet_100]" = { reason = "fail_accuracy: uses no gelu", '
         'until = "2099-01-01", category = "device bug", max = 10.0 }\n', encoding="utf-8")
-    result, rows = _run_zoo(pytester, tmp_path / "run", ["lcnet_050", "hf_bert", "hf_gpt2"], ["mlu:cnnl"],
+    result, rows = _run_zoo(pytester, tmp_path / "run", ["mnasnet_100", "hf_bert", "hf_gpt2"], ["mlu:cnnl"],
                             "-p", "zoo_planted_kernels",
                             "--mlu-dump=fail", f"--mlu-zoo-expected={expected}")
     bert = rows[("hf_bert", "mlu:cnnl")]

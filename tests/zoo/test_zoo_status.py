@@ -97,3 +97,17 @@ def test_a_verify_that_raises_before_judging_anything_is_fail_to_run_in_its_own_
     status, reason, raised = _outcome(verify, [], model, "float32", "int8")
     assert (status, reason) == (FAIL_TO_RUN, "RuntimeError: fused program of Outputs failed")
     assert isinstance(raised, RuntimeError)
+
+
+def test_a_model_whose_output_vanished_is_fail_to_run_not_a_pass():
+    import torch
+    from zoo.test_zoo import _outcome
+    from zoo.zoo_models import Outputs, ZooModel
+
+    # MobileViT at its default init: the logits are 0, so any device "agrees" with the CPU
+    vanished = ZooModel("tiny", "hf vision", "images",
+                        lambda: Outputs(torch.nn.Linear(2, 2), lambda m, x: (m(x) * 1e-9,)), lambda: (torch.ones(1, 2),))
+    judged = []
+    status, reason, _ = _outcome(lambda *args, **kwargs: judged.append(args), [], vanished, "float32", "eval")
+    assert status == FAIL_TO_RUN and not judged
+    assert reason.startswith("eager CPU run failed: ValueError: every floating output is below 1e-06 in magnitude")
