@@ -32,8 +32,8 @@ from mluverify.core.case import Case, Target
 from mluverify.errors import BackendError, Unsupported
 from mluverify.plugins._exported import export_failure, export_program, exportable, timed
 from mluverify.plugins._int8 import (
-    GRANULARITIES, INT8, Int8Quantization, calibration_batches, layer_error_table, layer_groups, name_of,
-    quantizing_as, unknown_layer, unseen_by_torch_modes)
+    GRANULARITIES, INT8, Int8Quantization, calibration_batches, has_vnni, layer_error_table, layer_groups,
+    model_inputs, name_of, quantizing_as, seven_bit_note, unknown_layer, unseen_by_torch_modes)
 from mluverify.plugins._openvino_program import CONFIGS, converted, run_compiled, structured
 
 if TYPE_CHECKING:
@@ -114,7 +114,8 @@ def execute_int8(extensions: Sequence[Any], fn: Callable, args: tuple, kwargs: d
     if not ran:
         raise BackendError(f"case {case.case_id}: NNCF quantized {name_of(fn)}, but the CPU plugin ran no layer in int8")
     info["device_impl"] = (f"openvino {openvino.__version__.split('-')[0]} CPU int8: nncf {nncf.__version__} "
-                           f"{quantization.describe()}, {quantized.calibrated}; {len(ran)} layer(s) ran in int8")
+                           f"{quantization.describe()}, {quantized.calibrated}; {len(ran)} layer(s) ran in int8"
+                           f"{seven_bit_note(has_vnni())}")
     return Execution(structured(outputs, quantized.program, case), executed_as="fused", info=info, groups=layers)
 
 
@@ -125,7 +126,7 @@ def quantize(fn: Callable, args: tuple, *, kwargs: dict | None = None, quantizat
     ``calibration=`` set, else its batches, else ``args``. A model with no weighted layer left to
     quantize is ``Unsupported``."""
     import nncf
-    from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, QuantizationParameters
+    from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, OverflowFix, QuantizationParameters
 
     quantization = quantization or _QUANTIZATION.get()
     case = case or Case("quantize", name_of(fn), _TARGET, quant=INT8)
@@ -136,10 +137,11 @@ def quantize(fn: Callable, args: tuple, *, kwargs: dict | None = None, quantizat
     ignored = nncf.IgnoredScope(names=list(node_names(layers, quantization.exclude)))
     try:
         model = nncf.quantize(
-            float_model, nncf.Dataset([_inputs(batch) for batch in batches]), subset_size=len(batches),
+            float_model, nncf.Dataset([model_inputs(batch) for batch in batches]), subset_size=len(batches),
             preset=nncf.QuantizationPreset[PRESETS[quantization.preset]], ignored_scope=ignored,
-            advanced_parameters=AdvancedQuantizationParameters(weights_quantization_params=QuantizationParameters(
-                per_channel=quantization.granularity == "per-channel")))
+            advanced_parameters=AdvancedQuantizationParameters(
+                weights_quantization_params=QuantizationParameters(per_channel=quantization.granularity == "per-channel"),
+                overflow_fix=OverflowFix.FIRST_LAYER if has_vnni() else OverflowFix.ENABLE))  # FIRST_LAYER: NNCF's default
     except Exception as exc:
         raise export_failure(case, "nncf.quantize failed", exc) from exc
     if not quantized_layers(model):
@@ -239,18 +241,25 @@ def _layer_pairs(quantized: QuantizedModel, args: tuple,
     graph order: the layer's own output node in the int8 and the float model, each added as an
     output of its model and run by the CPU plugin on ``args``."""
     types = {op.get_friendly_name(): op.get_type_name() for op in quantized.float_model.get_ordered_ops()}
-    outputs = {node: _layer_output(quantized.model, node) for node in quantized_layers(quantized.model)}
+    outputs = {node: _layer_output(quantized.float_model, node) for node in quantized_layers(quantized.model)}
     actual = _run_with_outputs(quantized.model, list(outputs.values()), args, case)
     expected = _run_with_outputs(quantized.float_model, list(outputs.values()), args, case)
-    return [(quantized.layers[node], types[node], actual[output], expected[output]) for node, output in outputs.items()]
+    # a MatMul of two activations (attention's scores) is quantized too but has no weight, so no module
+    # in ``layers``: its node name names it
+    return [(quantized.layers.get(node, node), types[node], actual[output], expected[output])
+            for node, output in outputs.items()]
 
 
-def _layer_output(model: "openvino.Model", node: str) -> str:
-    """The last node (in graph order) of the exported op that ``node`` came from, NNCF's
-    quantizers aside: the layer's own output."""
+def _layer_output(float_model: "openvino.Model", node: str) -> str:
+    """The layer's own output: the last node (in graph order) of the float model that came from
+    the same exported op as ``node`` (e.g. the bias Add after a Convolution), else ``node``. Read in
+    the float model, whose nodes the int8 one keeps by name: NNCF names the int8 weight constants
+    it adds after the layer (``Multiply_12/fq_weights_1`` of a convolution the converter renamed
+    when it folded a batch norm into it), and those are no layer's output."""
     prefix = node.split("/")[0] + "/"
-    return [op.get_friendly_name() for op in model.get_ordered_ops()
-            if op.get_friendly_name().startswith(prefix) and op.get_type_name() != "FakeQuantize"][-1]
+    same_op = [op.get_friendly_name() for op in float_model.get_ordered_ops()
+               if op.get_friendly_name().startswith(prefix) and op.get_type_name() != "Constant"]
+    return (same_op or [node])[-1]
 
 
 def _run_with_outputs(model: "openvino.Model", names: list[str], args: tuple, case: Case) -> dict[str, "torch.Tensor"]:
@@ -289,12 +298,6 @@ def _through(node: Any, wanted: str) -> bool:
             return False
         node = node.input(0).get_source_output().get_node()
     return True
-
-
-def _inputs(batch: Any) -> list:
-    """A calibration batch (a tensor or a tuple of positional arguments) as the model's inputs."""
-    args = batch if isinstance(batch, (tuple, list)) else (batch,)
-    return [a.detach().float().numpy() for a in args]
 
 
 _TARGET = Target("openvino", INT8)  # what the records of the functions outside a run name

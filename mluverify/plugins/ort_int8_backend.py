@@ -30,8 +30,8 @@ from mluverify.core.case import Case, Target
 from mluverify.errors import InvalidArgument, Unsupported
 from mluverify.plugins._exported import OPSET, export_failure, exportable, timed
 from mluverify.plugins._int8 import (
-    GRANULARITIES, INT8, Int8Quantization, calibration_batches, layer_error_table, layer_groups, name_of,
-    quantizing_as, unknown_layer, unseen_by_torch_modes)
+    GRANULARITIES, INT8, Int8Quantization, calibration_batches, has_vnni, layer_error_table, layer_groups,
+    model_inputs, name_of, quantizing_as, seven_bit_note, unknown_layer, unseen_by_torch_modes)
 
 if TYPE_CHECKING:
     import onnx
@@ -95,7 +95,8 @@ def execute_int8(fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Exec
         outputs = run_saved(path, args, case=case)
         # QOperator keeps each layer's output inside its QLinear op: no layer to read
         layers = layer_groups(_layer_pairs(float_graph, path, args)) if quantization.format == "QDQ" else ()
-    info["device_impl"] = f"onnxruntime {onnxruntime.__version__} int8: {quantization.describe()}, {calibrated}"
+    info["device_impl"] = (f"onnxruntime {onnxruntime.__version__} int8: {quantization.describe()}, {calibrated}"
+                           f"{seven_bit_note(has_vnni())}")
     return Execution(_pytree.tree_unflatten(outputs, eager[1]), executed_as="fused", info=info, groups=layers)
 
 
@@ -200,9 +201,12 @@ def weighted_layers(graph: "onnx.ModelProto") -> dict[str, str]:
 def module_name(node: str) -> str:
     """The module an exported node came from, read from its scope (the TorchScript exporter
     names ``layer1.0.conv1``'s Conv ``/fn/layer1/layer1.0/conv1/Conv``: one scope per module,
-    each its qualified name from the last non-numeric part on); the node name when it has none."""
+    each its qualified name from the last non-numeric part on); the node name when it has none.
+    A node ``quant_pre_process`` fused keeps the first one's name with the fusion's after it
+    (``/fn/head/MatMul/MatMulAddFusion``: a Linear of a 3-D input, MatMul and Add as one Gemm)."""
+    names = node.strip("/").split("/")
     parts: list[str] = []
-    for scope in node.strip("/").split("/")[:-1]:  # the op's name last
+    for scope in names[:-2 if names[-1].endswith("Fusion") else -1]:  # the op's name last
         atoms = scope.split(".")
         numbered = len(atoms) > 1 and atoms[-1].isnumeric() and parts and parts[-1] == atoms[-2]
         parts.append(atoms[-1] if numbered else scope)
@@ -308,11 +312,8 @@ class _Batches:
 
 def _feeds(batches: Sequence[Any]) -> list[dict]:
     """Each batch (a tensor or a tuple of positional arguments) as the session's input dict."""
-    feeds = []
-    for batch in batches:
-        args = batch if isinstance(batch, (tuple, list)) else (batch,)
-        feeds.append({name: a.detach().float().numpy() for name, a in zip(_input_names(len(args)), args)})
-    return feeds
+    arrays = [model_inputs(batch) for batch in batches]
+    return [dict(zip(_input_names(len(inputs)), inputs)) for inputs in arrays]
 
 
 def _quantizer_options(quantization: OrtQuantization) -> dict[str, Any]:
@@ -320,7 +321,7 @@ def _quantizer_options(quantization: OrtQuantization) -> dict[str, Any]:
 
     activations, weights = SCHEMES[quantization.scheme]
     return {"quant_format": QuantFormat[quantization.format], "per_channel": quantization.granularity == "per-channel",
-            "activation_type": QuantType[activations], "weight_type": QuantType[weights]}
+            "activation_type": QuantType[activations], "weight_type": QuantType[weights], "reduce_range": not has_vnni()}
 
 
 def _input_names(count: int) -> list[str]:

@@ -1,7 +1,7 @@
 """The model zoo (issue 39): every model of PyTorch's timm list and the Hugging Face
 architectures of ``zoo_hf`` on every target the run names, in float32 and float16 (fused where
-the target fuses: ``mlu:cnml``), int8 where the target quantizes (``mlu:cnml``, ``ort:int8``),
-and a training step (loss and gradients) for ``zoo_models.TRAINED``.
+the target fuses: ``mlu:cnml``), int8 where the target quantizes (``mlu:cnml``, ``ort:int8``,
+``openvino:int8``), and a training step (loss and gradients) for ``zoo_models.TRAINED``.
 
 Each case runs the model twice in eager on the CPU first (as the dashboard does): an eager run
 that raises is ``fail_to_run`` (not a device failure) and two that differ are
@@ -27,7 +27,7 @@ from .zoo_models import INSTALL, SEED, ZooModel, eager, find_models, zoo_models
 from .zoo_status import (EXPECTED_FILE, FAIL_TO_RUN, KILLED, NONDETERMINISTIC, PASS, SKIPPED, ZooRow, case_status,
                          expected_status, gate_message, load_expected, write_row)
 
-QUANTIZING_TARGETS = ("mlu:cnml", "ort:int8")
+QUANTIZING_TARGETS = ("mlu:cnml", "ort:int8", "openvino:int8")
 # An eager output no larger than this everywhere at the seeded weights: the activations vanished
 # (float32 holds values far smaller, but nothing a bound could judge is left in them).
 VANISHED = 1e-6

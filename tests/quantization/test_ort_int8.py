@@ -23,6 +23,7 @@ from mluverify.core.config import Settings
 from mluverify.core.pipeline import Pipeline
 from mluverify.core.plugin_manager import new_plugin_manager
 from mluverify.errors import BackendError, InvalidArgument, Unsupported
+from mluverify.plugins._int8 import has_vnni
 from mluverify.plugins.ort_backend import OrtBackend
 from mluverify.plugins.ort_int8_backend import (
     OrtQuantization, module_name, ort_quantization, quantized_layers, run_saved, save_int8)
@@ -64,11 +65,39 @@ def test_the_saved_model_runs_the_same_in_a_fresh_process(ort_available, tmp_pat
     assert torch.equal(run_saved(path, (images(),))[0], in_memory.output)
 
 
+def _int8_weights(path: Path) -> np.ndarray:
+    """Every int8 weight of a saved QDQ model (the initializers its DequantizeLinear nodes read)."""
+    graph = onnx.load(str(path)).graph
+    weights = [onnx.numpy_helper.to_array(i) for i in graph.initializer if i.data_type == onnx.TensorProto.INT8]
+    return np.concatenate([w.ravel() for w in weights])
+
+
+@pytest.mark.parametrize("vnni", [True, False])
+def test_weights_take_seven_bits_on_a_cpu_without_vnni(ort_available, pipeline, tmp_path, monkeypatch, vnni):
+    # without VNNI, x86 sums u8 x s8 pairs into saturating int16: onnxruntime's remedy is reduce_range
+    monkeypatch.setattr("mluverify.plugins.ort_int8_backend.has_vnni", lambda: vnni)
+    weights = _int8_weights(save_int8(cnn(), (images(),), tmp_path / "cnn.int8.onnx"))
+    assert np.abs(weights).max() == (127 if vnni else 64)  # symmetric: [-64, 64] in 7 bits
+    row = _verify(pipeline, cnn(), images()).record.as_row()
+    assert row["device_impl"].endswith("(2 sample(s))" if vnni else "this CPU has no VNNI: 8 would saturate its int16 sums)")
+
+
+def test_vnni_is_read_from_the_cpus_flags(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("flags\t\t: fpu sse avx2 fma\n")
+    assert not has_vnni(str(cpuinfo))
+    cpuinfo.write_text("flags\t\t: fpu avx2 avx512f avx512_vnni\n")
+    assert has_vnni(str(cpuinfo))
+    assert has_vnni(str(tmp_path / "none"))  # no file: taken to have it (the runtimes' defaults)
+
+
 def test_module_names_are_read_from_the_exporters_scopes():
     assert module_name("/fn/layer1/layer1.0/conv1/Conv") == "layer1.0.conv1"
     assert module_name("/fn/layer2/layer2.0/downsample/downsample.0/Conv") == "layer2.0.downsample.0"
     assert module_name("/fn/fn.0/Conv") == "0"
     assert module_name("/fn/fc/Gemm") == "fc"
+    # quant_pre_process fuses a MatMul and its bias Add into a Gemm named after the MatMul
+    assert module_name("/fn/head/MatMul/MatMulAddFusion") == "head"
     assert module_name("/Gemm") == "/Gemm"  # no module: the node's own name
 
 

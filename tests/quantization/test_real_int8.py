@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import pytest
 import torch
+from torch import nn
 
 from int8_models import check_refusals, cnn, images, openvino_int8, run_case, with_outlier  # noqa: F401
 
@@ -24,6 +25,7 @@ from mluverify.core.calibration import calibrating_on
 from mluverify.core.case import Case, Target
 from mluverify.errors import InvalidArgument
 from mluverify.plugins import openvino_int8_backend, ort_int8_backend
+from mluverify.plugins._int8 import has_vnni
 from mluverify.plugins.openvino_backend import OpenVinoBackend
 from mluverify.plugins.ort_backend import OrtBackend
 from tests.fuzz.test_fuzz_ort import ort_available  # noqa: F401  (a fixture: skips, or fails in CI, without onnxruntime)
@@ -100,7 +102,9 @@ def test_a_planted_outlier_is_the_worst_layer_and_fails_while_keeping_it_float_p
     with runtime.quantization(granularity="per-tensor", exclude=("4",)):
         kept = run_case(pipeline, runtime.target, planted, pixels)
         assert list(runtime.layer_errors(planted, pixels)["layer"]) == ["0", "2"]
-    assert kept.status == "passed", kept.why
+    assert kept.verdict.value < 0.7 * failed.verdict.value
+    # 7-bit weights (a CPU without VNNI) double the step: the two layers left then sit at 0.0227
+    assert kept.status == "passed" or not has_vnni(), kept.verdict
     assert "1 layer(s) in float" in kept.record.as_row()["device_impl"]
 
 
@@ -118,6 +122,65 @@ def test_a_per_channel_scheme_says_how_many_calibration_samples_it_needs(runtime
 def test_a_layer_not_in_the_model_names_it_and_the_layers(runtime, pipeline):
     with runtime.quantization(exclude=("conv9",)), pytest.raises(InvalidArgument, match=r"'conv9'.*'0', '2', '4'"):
         run_case(pipeline, runtime.target, cnn(), images())
+
+
+class _TokenClassifier(nn.Module):
+    """An embedding of int64 token ids, masked by an int64 attention mask, and a linear head: a
+    language model's inputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.embedding, self.head = nn.Embedding(50, 16), nn.Linear(16, 4)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embedding(ids) * mask.unsqueeze(-1).float())
+
+
+def test_a_model_of_integer_token_ids_calibrates_and_runs_on_them_as_integers(runtime, pipeline):
+    # found by the zoo (every Hugging Face model): the ids reached the quantizer and the int8 model
+    # as float32, which an int64 input refuses
+    ids = torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(2))
+    mask = torch.ones(2, 12, dtype=torch.int64)
+    outcome = run_case(pipeline, runtime.target, _TokenClassifier().eval(), ids, mask)
+    assert 1e-6 < outcome.verdict.value < 0.5  # judged, and the head really ran in int8
+    assert list(runtime.layer_errors(_TokenClassifier().eval(), (ids, mask))["layer"]) == ["head"]
+
+
+def test_a_convolution_with_folded_batch_norm_is_a_layer_of_its_own(runtime, pipeline):
+    # found by the zoo (MobileNetV2): OpenVINO's converter folds a batch norm into its convolution
+    # and renames it, and openvino:int8 looked the layer's output up among NNCF's weight constants
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU6(),
+                          nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False), nn.BatchNorm2d(8), nn.ReLU6(),
+                          nn.Conv2d(8, 10, 1)).eval()
+    errors = runtime.layer_errors(model, images())
+    # (openvino:int8 names a folded convolution after the Multiply it absorbed: no module to read)
+    assert len(errors) == 3 and errors["layer"].iloc[-1] == "6" and errors["type"].str.contains(runtime.convolution).all()
+    assert errors["rel_mse"].between(1e-6, 0.1).all(), errors  # each layer's own int8 error, none a mismatch
+    assert 1e-6 < run_case(pipeline, runtime.target, model, images()).verdict.value < 0.1
+
+
+class _Attention(nn.Module):
+    """Attention's scores: a matmul of two activations, beside the projections' weighted ones."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.query, self.key = nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.bmm(self.query(x), self.key(x).transpose(1, 2))
+
+
+def test_a_matmul_of_two_activations_is_a_layer_named_by_its_node(runtime, pipeline):
+    # found by the zoo (every transformer): openvino:int8 looked the scores' matmul up among the
+    # layers with a weight
+    x = torch.randn(2, 8, 16, generator=torch.Generator().manual_seed(3))
+    errors = runtime.layer_errors(_Attention().eval(), x)
+    assert {"query", "key"} <= set(errors["layer"]) and len(errors) >= 2
+    assert errors["rel_mse"].between(1e-6, 0.1).all(), errors
+    assert 1e-6 < run_case(pipeline, runtime.target, _Attention().eval(), x).verdict.value < 0.2
 
 
 def test_cases_int8_does_not_run_as_asked_are_refused(runtime, pipeline):

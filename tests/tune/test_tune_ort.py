@@ -17,6 +17,7 @@ import torch
 
 from mluverify import Task, TaskBudget, compare
 from mluverify.cli import main
+from mluverify.plugins._int8 import has_vnni
 from tests.fuzz.test_fuzz_ort import ort_available  # noqa: F401  (a fixture: skips, or fails in CI, without onnxruntime)
 
 PLANTED_SCRIPT = Path(__file__).with_name("ort_planted_model.py")
@@ -36,7 +37,7 @@ def test_the_planted_layer_is_the_one_kept_in_float_and_the_answer_passes_in_a_f
     assert f"with 1 change: {PLANTED_NODE} -> float" in capsys.readouterr().out
     arguments = json.loads((out / "quantize_static.json").read_text())
     assert arguments == {"quant_format": "QDQ", "per_channel": False, "activation_type": "QInt8",
-                         "weight_type": "QInt8", "nodes_to_exclude": [PLANTED_NODE]}
+                         "weight_type": "QInt8", "reduce_range": not has_vnni(), "nodes_to_exclude": [PLANTED_NODE]}
     assert json.loads((out / "session.json").read_text()) == {"disabled_optimizers": ["WeightBiasQuantization"]}
     assert "ranked prefix" in (out / "tune.html").read_text()
     untuned = tmp_path / "untuned"
