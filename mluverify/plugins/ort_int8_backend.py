@@ -22,7 +22,7 @@ import contextvars
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, chdir
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from mluverify.core.backends import Execution
@@ -159,7 +159,10 @@ def prepared_float(fn: Callable, args: tuple, kwargs: dict, path: Path, case: Ca
 
     export_float(fn, args, kwargs, path, case)
     try:
-        quant_pre_process(str(path), str(path))
+        # Where its symbolic shape inference is incomplete, onnxruntime saves the model it got
+        # (sym_shape_infer_temp.onnx and its weights) into the working directory: keep it in ours.
+        with chdir(path.parent):
+            quant_pre_process(str(path.resolve()), str(path.resolve()))
     except Exception as exc:
         raise export_failure(case, "onnxruntime's quant_pre_process failed", exc) from exc
     return onnx.load(str(path))

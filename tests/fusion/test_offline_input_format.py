@@ -89,4 +89,7 @@ def test_yolov3_saved_for_rgb_rgba_and_argb_finds_the_same_detections(tmp_path):
     for input_format, output in outputs.items():
         found = detect(output)
         assert matched_detections(found, rgb) == (120, 120), input_format
-        assert matched_detections(found, reference) == (120, 120), input_format
+        # Against the CPU the cnml bound lets near-tied scores trade places at the 30th box (on
+        # an AVX2-only CPU one box per run here): the suite's registered agreement, 0.98.
+        pairs, samples = matched_detections(found, reference)
+        assert pairs / samples >= 0.98, (input_format, pairs, samples)

@@ -126,6 +126,19 @@ def test_a_model_the_exporter_cannot_export_errors_with_its_message(ort_availabl
         _verify(pipeline, _Unexportable(), images())
 
 
+
+def test_a_failed_shape_inference_leaves_the_working_directory_as_it_was(ort_available, pipeline, tmp_path,
+                                                                         monkeypatch):
+    """onnxruntime's quant_pre_process saves the model it could not infer the shapes of into the
+    working directory (found by the zoo: MixNet's same-padded mixed convolutions)."""
+    timm = pytest.importorskip("timm", reason="a model whose shapes onnxruntime cannot infer: mluverify[zoo]")
+    working = tmp_path / "working"
+    working.mkdir()
+    monkeypatch.chdir(working)
+    with pytest.raises(BackendError, match="quant_pre_process failed: Exception: Incomplete symbolic shape inference"):
+        _verify(pipeline, timm.create_model("tf_mixnet_s").eval(), torch.randn(1, 3, 64, 64))
+    assert list(working.iterdir()) == []
+
 def test_int8_is_a_mode_of_every_ort_back_end_a_plugin_adds():
     own = OrtBackend(translations={torch.ops.aten.relu.default: abs})  # a plugin's own lowering of relu
     assert set(own.modes) == {"cpu", "dynamo", "int8"} and own.quantizing_modes == ("int8",)

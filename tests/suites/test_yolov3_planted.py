@@ -34,4 +34,5 @@ def test_a_planted_convolution_bug_fails_the_bound_and_the_detection_gate(pytest
     assert (planted.status, planted.task_metric) == ("failed", "detection_agreement")
     assert planted.rel_mse > planted.bound and planted.task_value < planted.task_threshold, planted
     clean = _run(pytester, tmp_path / "clean")
-    assert (clean.status, clean.task_value, clean.task_samples) == ("passed", 1.0, 120)
+    # 120 of 120 on an AVX-512 CPU, 119 of 121 on an AVX2-only one (a near-tie at the 30th box)
+    assert clean.status == "passed" and clean.task_value >= 0.98 and clean.task_samples in (120, 121), clean
