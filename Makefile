@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: verify verify-inductor verify-real verify-offline verify-zoo test test-heavy gate bench venv browser
+.PHONY: verify verify-inductor verify-real verify-offline verify-zoo test test-e2e test-heavy gate bench venv browser
 
 venv: $(STAMP)
 
@@ -60,8 +60,13 @@ gate: $(STAMP)
 	$(BIN)/mluverify expectations check --fail-on-uncapped  # every accuracy waiver has a ceiling
 	$(BIN)/mluverify run suites -- --mlu-baseline reports/baseline --mlu-gate
 
+# The end-to-end test files (marker e2e: fresh pytest and CLI processes, networks, a browser) are a
+# target of their own, so that make test stays within 10 minutes on 2 cores.
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q -n auto --dist worksteal
+	$(BIN)/python -m pytest -q -n auto --dist worksteal -m "not e2e"
+
+test-e2e: $(STAMP) browser
+	$(BIN)/python -m pytest -q -n auto --dist worksteal -m e2e
 
 # The tests marked heavy (kill loops, whole-suite subprocess runs), left out of make test.
 test-heavy: $(STAMP) browser

@@ -14,7 +14,7 @@ from mluverify.core.plugin_manager import new_plugin_manager
 from mluverify.plugins.compiled_selection import EXAMPLES, FUSED_EXAMPLES, is_compiled
 from mluverify.report.records import ShardWriter
 
-pytestmark = pytest.mark.slow  # two pytest subprocesses
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # two pytest subprocesses
 
 CONFTEST = """
     from hypothesis import settings

@@ -18,6 +18,8 @@ from mluverify.errors import InvalidArgument
 from mluverify.plugins.inductor_backend import (OPTIONS_ENV, InductorRunner, check_options, compiler_message,
                                                 options_from_env)
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 CASE = Case("suites/x.py::test_y[cpu:inductor]", "y", Target("cpu", "inductor"))
 
 # One graph break (calling a function TorchDynamo must not trace) and one recompile: the skipped

@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 NETWORKS = ("gpt_decoder", "bert_encoder", "vit_b_16_small", "mobilenet_v3_large_small")
 TRANSFORMERS = ("gpt_decoder", "bert_encoder", "vit_b_16_small")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # end to end, seconds a test: make test-e2e
 
 
 def test_networks_of_today_pass_on_the_mlu_and_transformers_fuse_whole(pytester, tmp_path):

@@ -6,6 +6,8 @@ import pytest
 from mluverify.cli import build_parser
 from mluverify.cli.run import pytest_arguments
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 
 def parse(*argv):
     return build_parser().parse_args(argv)

@@ -24,6 +24,8 @@ SUITE = """
 import os, pathlib, time
 import pytest, torch
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 @pytest.mark.parametrize("n", range({count}))
 def test_add(verify, n):
     if os.environ.get("BLOCK_AT") == str(n):

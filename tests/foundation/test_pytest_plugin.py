@@ -9,6 +9,8 @@ import pytest
 ADD_SUITE = """
 import pytest, torch
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 @pytest.mark.parametrize("n", range({count}))
 def test_add(verify, n):
     torch.manual_seed(n)

@@ -16,6 +16,8 @@ SKEWED_PLUGIN = """
 import torch
 from mluverify import Backend, Execution, hookimpl
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 class Skewed(Backend):
     name = "skewed"
     modes = {"cnnl": "cnnl"}

@@ -14,6 +14,8 @@ from mluverify.report.rundir import RunDirectory, RunDirectoryBusy
 SUITE = """
 import pytest, torch
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 @pytest.mark.parametrize("n", range({count}))
 def test_add(verify, n):
     verify(torch.add, torch.ones(4), torch.full((4,), float(n)), op="add", seed=n)

@@ -15,6 +15,8 @@ import pytest
 SUITE = """
 import pytest, torch
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 @pytest.mark.parametrize("n", range(12))
 def test_softmax(verify, n):
     x = torch.randn(64, generator=torch.Generator().manual_seed(n))

@@ -11,6 +11,8 @@ OFFSET_BACKEND = """
 import os
 from mluverify import Backend, Execution, hookimpl
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 class Offset(Backend):
     name = "offset"
     modes = {"cnnl": "cnnl"}

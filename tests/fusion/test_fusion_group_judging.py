@@ -30,6 +30,8 @@ import math
 import torch
 import torch.nn as nn
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 
 class MaskedAttention(nn.Module):
     '''BERT-style self-attention (heads folded into the batch): scaled scores plus an additive

@@ -17,6 +17,8 @@ from mluverify.judge import compare
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "suites" / "networks"))
 from yolov3 import detect, sample_images, yolov3  # noqa: E402
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 X = torch.rand(2, 3, 16, 16, generator=torch.Generator().manual_seed(3))
 
 

@@ -15,6 +15,8 @@ CNNL = Target("mlu", "cnnl")
 SUITE = """
 import torch
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 def test_bessel(verify):
     verify(torch.special.bessel_j0, torch.randn(64), op="special_bessel_j0")
 

@@ -13,6 +13,8 @@ HONEST_BACKENDS = """
 import torch
 from mluverify import Backend, Execution, hookimpl
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 class Honest(Backend):
     name = "honest"
     modes = {"fallback": "cnnl", "unfused": "cnml", "noisy": "cnnl", "exact": "cnnl"}

@@ -20,7 +20,7 @@ MISSING = browser.missing()
 # CI installs the browser (.ci/run), so there a missing one is a failure, not a skip.
 if MISSING and os.environ.get("CI") == "true":
     pytest.fail(f"CI must drive a real browser: {MISSING}", pytrace=False)
-pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING)
+pytestmark = [pytest.mark.skipif(bool(MISSING), reason=MISSING), pytest.mark.e2e]  # end to end, seconds a test: make test-e2e
 
 OPS = ("add", "mul", "conv2d", "matmul", "softmax")
 # status -> (value as a fraction of the bound, extra record fields)

@@ -15,7 +15,7 @@ import pytest
 
 
 SEED_OPS = Path(__file__).parents[2] / "suites" / "seed_ops"
-pytestmark = pytest.mark.slow  # subprocesses: a standalone script, test_all_operators.py, a pytest run
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # subprocesses: a standalone script, test_all_operators.py, a pytest run
 
 # add 1 % too large: three times the cnnl bound of 0.3 %
 PLANTED = """

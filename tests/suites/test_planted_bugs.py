@@ -45,7 +45,7 @@ NETWORK = "mnist_net"  # conv, linear and max-pool: planted bugs in three of its
 TARGETS = ("mlu:cnnl", "mlu:cnml")
 PROVENANCE = ("not_fused", "not_on_device")  # ran, but not as the target says: not judged here
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # end to end, seconds a test: make test-e2e
 
 
 def _run_subset(pytester: pytest.Pytester, report: Path, *plugins: str) -> pd.DataFrame:

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 PLUGIN = Path(__file__).with_name("planted_plugin.py")
 CASE = "suites/networks/test_yolov3.py::test_yolov3[mlu:offline-MLU270-cores1-RGB]"
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # end to end, seconds a test: make test-e2e
 
 
 def _run(pytester: pytest.Pytester, report: Path, *plugins: str) -> pd.Series:
