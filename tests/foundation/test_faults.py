@@ -18,13 +18,13 @@ import pytest
 
 from mluverify.errors import InvalidArgument
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 # Test n verifies one case (seed n). With BLOCK_AT=k, test k first says so (the REACHED file)
 # and then waits for the GO file: the run is caught with exactly k records written.
 SUITE = """
 import os, pathlib, time
 import pytest, torch
-
-pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
 
 @pytest.mark.parametrize("n", range({count}))
 def test_add(verify, n):

@@ -6,10 +6,10 @@ import pandas  # noqa: F401  imported before pytester snapshots sys.modules, so 
 import pyarrow.parquet as pq
 import pytest
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 ADD_SUITE = """
 import pytest, torch
-
-pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
 
 @pytest.mark.parametrize("n", range({count}))
 def test_add(verify, n):

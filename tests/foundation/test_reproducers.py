@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pandas  # noqa: F401  imported before pytester snapshots sys.modules, so it is loaded once
 import pyarrow.parquet as pq
+import pytest
+
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
 
 # Given with -p (not a conftest: the reproducer must bring it along). Variant "B" of the back
 # end is 1 % off where the input exceeds 0.5, variant "A" is exact.
 SKEWED_PLUGIN = """
 import torch
 from mluverify import Backend, Execution, hookimpl
-
-pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
 
 class Skewed(Backend):
     name = "skewed"

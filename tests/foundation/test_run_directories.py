@@ -11,10 +11,10 @@ from mluverify.errors import RecordsError
 from mluverify.report.records import ShardWriter, write_metadata
 from mluverify.report.rundir import RunDirectory, RunDirectoryBusy
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 SUITE = """
 import pytest, torch
-
-pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
 
 @pytest.mark.parametrize("n", range({count}))
 def test_add(verify, n):

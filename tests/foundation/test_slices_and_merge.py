@@ -12,10 +12,10 @@ import pandas  # noqa: F401  imported before pytester snapshots sys.modules, so 
 import pyarrow.parquet as pq
 import pytest
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 SUITE = """
 import pytest, torch
-
-pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
 
 @pytest.mark.parametrize("n", range(12))
 def test_softmax(verify, n):

@@ -5,13 +5,13 @@ import sys
 import pandas  # noqa: F401  imported before pytester snapshots sys.modules, so it is loaded once
 import pytest
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 # A back end off by an absolute DELTA (from the environment), judged by max_abs: metric values
 # far below the noise floor, chosen exactly (powers of two).
 OFFSET_BACKEND = """
 import os
 from mluverify import Backend, Execution, hookimpl
-
-pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
 
 class Offset(Backend):
     name = "offset"

@@ -22,6 +22,8 @@ import pytest
 
 from mluverify.cli import main
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 PLUGIN = Path(__file__).with_name("planted_transposed_matmul.py")
 
 SUITE = """
@@ -29,8 +31,6 @@ import math
 
 import torch
 import torch.nn as nn
-
-pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
 
 
 class MaskedAttention(nn.Module):

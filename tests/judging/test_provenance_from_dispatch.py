@@ -10,12 +10,12 @@ from mluverify.core.case import Case, Target
 from mluverify.core.gradients import GRAD, OUTPUT, ops_on_cpu
 from mluverify.core.provenance import Dispatched, ops_under_test_on_cpu, run_recording
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 CNNL = Target("mlu", "cnnl")
 # torch.special.bessel_j0 has no kernel on the emulated MLU: it runs as a CPU fallback there.
 SUITE = """
 import torch
-
-pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
 
 def test_bessel(verify):
     verify(torch.special.bessel_j0, torch.randn(64), op="special_bessel_j0")

@@ -7,13 +7,13 @@ import pandas  # noqa: F401  imported before pytester snapshots sys.modules, so 
 import pyarrow.parquet as pq
 import pytest
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 # Back ends that tell the truth about how they ran: each mode shows one way a result can be
 # right while the device did not compute it as claimed.
 HONEST_BACKENDS = """
 import torch
 from mluverify import Backend, Execution, hookimpl
-
-pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
 
 class Honest(Backend):
     name = "honest"
