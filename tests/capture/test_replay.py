@@ -14,6 +14,8 @@ from mluverify.dump._cases import META_KEY
 
 from small_model import small_net
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 pytest.importorskip("mluverify.device")
 
 TARGETS = ("--mlu-target=mlu:cnnl", "--mlu-target=mlu:cnml")

@@ -9,6 +9,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -7,6 +7,8 @@ import torch
 
 from mluverify.cli import main
 
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
+
 
 def test_a_campaign_keeps_its_finding_and_replay_reproduces_it(tmp_path, capsys, monkeypatch):
     corpus = tmp_path / "corpus"

@@ -1,5 +1,6 @@
 """Shrinking and deduplication on a planted bug (``fuzz_planted``: a matmul whose first operand
 is a transposed view is 1.5x too large on target ``planted:fused``)."""
+import pytest
 import torch
 
 from mluverify.fuzz.campaign import Budget, Campaign
@@ -7,6 +8,8 @@ from mluverify.fuzz.corpus import Finding, keep, load_corpus
 from mluverify.fuzz.differential import DEVIATION, judge
 from mluverify.fuzz.ops import op_set
 from mluverify.fuzz.program import Node, Program
+
+pytestmark = pytest.mark.e2e  # end to end, seconds a test: make test-e2e
 
 TARGET = "planted:fused"
 OPS = op_set(["transpose", "matmul", "relu", "add", "sum", "exp"])
