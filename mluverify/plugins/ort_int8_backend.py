@@ -19,10 +19,11 @@ the quantized model. Not a plugin: importing it imports neither onnx nor onnxrun
 from __future__ import annotations
 
 import contextvars
+import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from contextlib import AbstractContextManager, chdir
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from mluverify.core.backends import Execution
@@ -160,9 +161,14 @@ def prepared_float(fn: Callable, args: tuple, kwargs: dict, path: Path, case: Ca
     export_float(fn, args, kwargs, path, case)
     try:
         # Where its symbolic shape inference is incomplete, onnxruntime saves the model it got
-        # (sym_shape_infer_temp.onnx and its weights) into the working directory: keep it in ours.
-        with chdir(path.parent):
+        # (sym_shape_infer_temp.onnx and its weights) into the working directory: keep it in ours
+        # (by hand: contextlib.chdir is Python 3.11's).
+        working = os.getcwd()
+        os.chdir(path.parent)
+        try:
             quant_pre_process(str(path.resolve()), str(path.resolve()))
+        finally:
+            os.chdir(working)
     except Exception as exc:
         raise export_failure(case, "onnxruntime's quant_pre_process failed", exc) from exc
     return onnx.load(str(path))
