@@ -139,15 +139,30 @@ def opinfo_samples(info: Any, dtype: Any, requires_grad: bool = False) -> Iterat
     seeds as that iterator does when it finds no test (``set_rng_seed(SEED)`` before each
     sample), so the values are the ones ``sample_inputs`` gives.
     """
-    from torch.testing._internal.common_utils import SEED, set_rng_seed
+    from torch.testing._internal.common_utils import SEED
 
     samples = iter(info.sample_inputs_func(info, "cpu", dtype, requires_grad))
     while True:
-        set_rng_seed(SEED)
+        _seed_cpu_generators(SEED)
         try:
             yield next(samples)
         except StopIteration:
             return
+
+
+def _seed_cpu_generators(seed: int) -> None:
+    """``set_rng_seed(seed)`` for the generators CPU samples draw from: torch's CPU generator,
+    ``random`` and numpy. ``torch.manual_seed`` seeds every accelerator's generator as well, and
+    while CUDA is not initialized each seeding queues a lazy call with its formatted call stack
+    (``torch.cuda._lazy_call``): once per sample, that was half of collecting the default suites."""
+    import random
+
+    import numpy
+    import torch
+
+    torch.default_generator.manual_seed(seed)
+    random.seed(seed)
+    numpy.random.seed(seed)
 
 
 def _evenly(items: list, most: int) -> list:

@@ -39,11 +39,13 @@ def capture_program(model: nn.Module, example_inputs: tuple, as_cpu: TensorMap) 
     :raises CaptureError: as ``capture``.
     """
     try:
-        with warnings.catch_warnings(), _quiet_export_log(), torch.no_grad(), _preservable_ops_reused():
+        with warnings.catch_warnings(), _quiet_export_log(), torch.no_grad():
             # The converter and export warn about their own deprecations and specializations,
             # which say nothing to the user of a fused model.
             warnings.simplefilter("ignore")
-            program = _export(model, example_inputs, as_cpu).run_decompositions(_decompositions())
+            exported, decompositions = _export(model, example_inputs, as_cpu), _decompositions()
+            with _preservable_ops_limited(exported, decompositions):
+                program = exported.run_decompositions(decompositions)
     except Exception as exc:  # any failure of capture means "run layer by layer"
         first_line = (str(exc).strip().splitlines() or [""])[0]
         raise CaptureError(f"cannot capture {model_name(model)}: {type(exc).__name__}: {first_line}") from exc
@@ -69,27 +71,50 @@ def _decompositions() -> dict:
 
 
 @contextlib.contextmanager
-def _preservable_ops_reused() -> Iterator[None]:
-    """Let ``run_decompositions`` reuse its set of preservable CompositeImplicitAutograd ops while
-    the dispatcher's registrations are unchanged.
+def _preservable_ops_limited(exported: torch.export.ExportedProgram, decompositions: dict) -> Iterator[None]:
+    """Let ``run_decompositions`` preserve only the CompositeImplicitAutograd (CIA) ops that
+    ``exported`` can reach, from a set of preservable ops reused while the dispatcher's
+    registrations are unchanged; the program is the one the whole set gives.
 
-    ``run_decompositions`` recomputes the set at every call (torch caches only the ``aten``
-    namespace's part, as ops of other namespaces can be registered at run time): materializing
-    every C++ CIA op once per namespace, about a quarter of a small case's capture, paid by every
-    ``mlu:cnml`` case. The set follows from the C++ CIA registrations and the ops each
-    ``torch.ops`` namespace holds; the same ones give the same set, so the set is computed again
-    only when they changed (a custom op registered, an op first touched). Not seen: a CIA kernel
-    given in Python alone (``py_impl``) to an op already touched, as torch's own cache of the
-    ``aten`` part does not see it either.
+    ``run_decompositions`` overrides the CIA kernel of every preservable op (about 500, each for a
+    dozen dispatch keys) on entry and restores them on exit, and recomputes the set first (torch
+    caches only the ``aten`` namespace's part): three quarters of a small case's capture, paid by
+    every ``mlu:cnml`` case. Its retrace dispatches only the ops of the exported graph, and only a
+    CIA op that decomposes can reach others, so preserving the graph's own CIA ops gives the same
+    program. Where the graph may reach further (a CIA op torch will not preserve, an in-place op
+    functionalization replaces, a higher-order op, decompositions of our own), the whole set is
+    kept. The set is computed again only when the registrations changed (a custom op registered,
+    an op first touched). Not seen: a CIA kernel given in Python alone (``py_impl``) to an op
+    already touched, as torch's own cache of the ``aten`` part does not see it either.
     """
     from torch.export import exported_program
 
     computed = exported_program._collect_all_valid_cia_ops  # private: torch is pinned (constraints.txt)
-    exported_program._collect_all_valid_cia_ops = lambda: set(_preservable_ops(_registrations(), computed))
+    preservable = _preservable_ops(_registrations(), computed)
+    reached = None if decompositions else _ops_reached(exported, preservable)
+    exported_program._collect_all_valid_cia_ops = lambda: set(preservable if reached is None else preservable & reached)
     try:
         yield
     finally:
         exported_program._collect_all_valid_cia_ops = computed
+
+
+def _ops_reached(exported: torch.export.ExportedProgram, preservable: frozenset) -> set | None:
+    """The ops the graphs of ``exported`` call, or None where its retrace may dispatch others."""
+    targets = {node.target for module in exported.graph_module.modules() if isinstance(module, fx.GraphModule)
+               for node in module.graph.nodes if node.op == "call_function"}
+    for target in targets:
+        if isinstance(target, torch._ops.HigherOrderOperator):
+            return None
+        if isinstance(target, torch._ops.OpOverload) and target not in preservable and (
+                target._schema.is_mutable or _has_cia_kernel(target)):
+            return None
+    return targets
+
+
+def _has_cia_kernel(op: torch._ops.OpOverload) -> bool:
+    return (torch._C.DispatchKey.CompositeImplicitAutograd in op.py_kernels
+            or torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"))
 
 
 def _registrations() -> tuple:
