@@ -6,17 +6,15 @@ reaches instead of all ~500 preservable ones (docs/fusion.md, "How a model is fu
 ``mlu:cnml`` case captures at least once, so this is most of a small fused case's cost.
 Target: at most 0.5x torch's time for the op-sized models. Prints medians of paired runs and
 their ratio per model.
-Run: .venv/bin/python benchmarks/capture_cost.py
+Run: PYTHONPATH=. .venv/bin/python benchmarks/capture_cost.py
 """
 from __future__ import annotations
-
-import statistics
-import time
 
 import torch
 import torchvision
 from torch import nn
 
+from benchmarks.quant_resnet50 import paired_medians
 from mluverify.device.fusion.capture import capture_program
 
 
@@ -25,18 +23,6 @@ class Unary(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(x)
-
-
-def paired_medians(ours, torchs, repeats: int = 7) -> tuple[float, float]:
-    """Median seconds of each, run alternately after one warm-up each."""
-    ours(), torchs()
-    times: tuple[list, list] = ([], [])
-    for _ in range(repeats):
-        for fn, kept in ((ours, times[0]), (torchs, times[1])):
-            start = time.perf_counter()
-            fn()
-            kept.append(time.perf_counter() - start)
-    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def main() -> None:
