@@ -2,10 +2,12 @@
 
 Capture (``mluverify.device.fusion.capture.capture_program``) gives the program torch's
 ``run_decompositions({})`` gives, but overrides only the CompositeImplicitAutograd ops the graph
-reaches instead of all ~500 preservable ones (docs/fusion.md, "How a model is fused"). Every
-``mlu:cnml`` case captures at least once, so this is most of a small fused case's cost.
-Target: at most 0.5x torch's time for the op-sized models. Prints medians of paired runs and
-their ratio per model.
+reaches instead of all ~500 preservable ones; for the fused runtime (``aten_dialect=False``) it
+also skips the retrace where the retrace would give the same graph back (docs/fusion.md, "How a
+model is fused"). Every ``mlu:cnml`` case captures at least once, so this is most of a small
+fused case's cost. Target: at most 0.5x torch's time for the op-sized models. Prints medians of
+paired runs and their ratios per model: the offline program's capture (ATen dialect) and the
+fused runtime's.
 Run: PYTHONPATH=. .venv/bin/python benchmarks/capture_cost.py
 """
 from __future__ import annotations
@@ -33,13 +35,15 @@ def main() -> None:
                                       (torch.randn(8, 64),)),
         "ResNet-18 (torchvision)": (torchvision.models.resnet18().eval(), (torch.randn(1, 3, 64, 64),)),
     }
-    print(f"{'model':28} {'capture':>10} {'torch':>10} {'ratio':>7}")
+    print(f"{'model':28} {'offline':>10} {'fused':>10} {'torch':>10} {'offline/torch':>14} {'fused/torch':>12}")
     for name, (model, inputs) in models.items():
-        ours, torchs = paired_medians(
-            lambda: capture_program(model, inputs, lambda t: t),
-            lambda: torch.export.export(model, inputs, strict=False).run_decompositions({}),
-            repeats=3 if "ResNet" in name else 7)
-        print(f"{name:28} {ours * 1e3:8.1f}ms {torchs * 1e3:8.1f}ms {ours / torchs:6.2f}x")
+        repeats = 3 if "ResNet" in name else 7
+        torchs = lambda: torch.export.export(model, inputs, strict=False).run_decompositions({})  # noqa: E731
+        offline, torch_a = paired_medians(lambda: capture_program(model, inputs, lambda t: t), torchs, repeats=repeats)
+        fused, torch_b = paired_medians(lambda: capture_program(model, inputs, lambda t: t, aten_dialect=False),
+                                        torchs, repeats=repeats)
+        print(f"{name:28} {offline * 1e3:8.1f}ms {fused * 1e3:8.1f}ms {torch_a * 1e3:8.1f}ms "
+              f"{offline / torch_a:13.2f}x {fused / torch_b:11.2f}x")
     print("target: at most 0.5x for the op-sized models")
 
 

@@ -2,7 +2,8 @@
 between captures (``capture._preservable_ops_limited``): the program must be the one
 ``run_decompositions({})`` gives with torch's whole set, for graphs of every kind (preserved,
 decomposed, in-place and higher-order ops, recurrent layers fused or not), also after an op
-registered between two captures."""
+registered between two captures. The fused runtime's capture (``capture``) skips the retrace where
+it would give the same graph back: its graph must be the one torch's program gives too."""
 from __future__ import annotations
 
 import pytest
@@ -11,7 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.export import exported_program
 
-from mluverify.device.fusion.capture import capture_program
+from mluverify.device.fusion.capture import capture, capture_program
+from mluverify.device.fusion.exported import graph_module_of
 
 
 def _uncached_graph(model: nn.Module, inputs: tuple, decompositions: dict | None = None) -> str:
@@ -114,3 +116,57 @@ def test_an_op_registered_between_captures_is_preserved() -> None:
     graph = str(capture_program(Doubling(), inputs, lambda t: t).graph)
     assert "mluverify_cia_reuse.double.default" in graph  # preserved, as a fresh set preserves it
     assert graph == _uncached_graph(Doubling(), inputs)
+
+
+class _Masked(nn.Module):
+    """A data-dependent size (boolean-mask indexing): runtime assertions on a symbolic size."""
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x[mask])
+
+
+def _counting_retraces(monkeypatch: pytest.MonkeyPatch) -> list:
+    retraces = []
+    retrace = torch.export.ExportedProgram.run_decompositions
+
+    def counting(self, *args, **kwargs):
+        retraces.append(self)
+        return retrace(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.export.ExportedProgram, "run_decompositions", counting)
+    return retraces
+
+
+class _SortIndices(nn.Module):
+    """An op one of whose outputs is unused (the sorted values): the retrace drops its ``getitem``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sort(x, dim=0, stable=True).indices.clamp(-1, 0)
+
+
+_FUSED_MODELS = [*_models(), (_Masked(), (torch.randn(5), torch.tensor([True, False, True, True, False]))),
+                 (_SortIndices(), (torch.randn(6, 3),))]
+
+
+@pytest.mark.parametrize(("model", "inputs"), _FUSED_MODELS,
+                         ids=lambda v: type(v).__name__ if isinstance(v, nn.Module) else "")
+def test_the_fused_runtime_s_graph_is_run_decompositions_graph(model: nn.Module, inputs: tuple) -> None:
+    expected = graph_module_of(torch.export.export(model, inputs, strict=False).run_decompositions({})).code
+    assert capture(model, inputs, lambda t: t).code == expected
+
+
+@pytest.mark.parametrize(("model", "inputs", "retraced"), [
+    (_Functional().eval(), (torch.randn(2, 4, 8),), False),  # functional ATen and preserved CIA ops only
+    (nn.Embedding(10, 4).eval(), (torch.tensor([[1, 2, 3]]),), False),
+    (_Block().eval(), (torch.randn(12),), True),  # relu_ in place, reshape decomposed
+    (_Branching().eval(), (torch.randn(2, 8),), True),  # torch.cond
+    (_Masked(), (torch.randn(5), torch.tensor([True, False, True, True, False])), True),  # symbolic size
+], ids=["functional", "embedding", "in-place", "higher-order", "data-dependent"])
+def test_the_fused_runtime_skips_only_retraces_that_change_nothing(
+        monkeypatch: pytest.MonkeyPatch, model: nn.Module, inputs: tuple, retraced: bool) -> None:
+    retraces = _counting_retraces(monkeypatch)
+    capture(model, inputs, lambda t: t)
+    assert bool(retraces) is retraced
+    retraces.clear()
+    program = capture_program(model, inputs, lambda t: t)  # the offline program: always the ATen dialect
+    assert retraces and program.dialect == "ATEN"

@@ -12,6 +12,7 @@ import copy
 import functools
 import io
 import logging
+import operator
 import warnings
 from typing import Callable, Iterator
 
@@ -30,12 +31,17 @@ def capture(model: nn.Module, example_inputs: tuple, as_cpu: TensorMap) -> fx.Gr
     :param as_cpu: maps a (device) tensor to a CPU tensor aliasing its data.
     :raises CaptureError: when the model cannot be captured as one graph, with the reason.
     """
-    return graph_module_of(capture_program(model, example_inputs, as_cpu))
+    return graph_module_of(capture_program(model, example_inputs, as_cpu, aten_dialect=False))
 
 
-def capture_program(model: nn.Module, example_inputs: tuple, as_cpu: TensorMap) -> torch.export.ExportedProgram:
+def capture_program(model: nn.Module, example_inputs: tuple, as_cpu: TensorMap, *,
+                    aten_dialect: bool = True) -> torch.export.ExportedProgram:
     """``capture`` as torch.export's program (what an offline model serializes).
 
+    :param aten_dialect: always retrace the exported program into the ATen dialect
+        (``run_decompositions``). When False, a program the retrace would give back unchanged
+        (``_retrace_gives_the_same_graph``) is returned as exported: the same graph, half the
+        cost; the fused runtime needs the graph, an offline model the dialect.
     :raises CaptureError: as ``capture``.
     """
     try:
@@ -44,7 +50,13 @@ def capture_program(model: nn.Module, example_inputs: tuple, as_cpu: TensorMap) 
             # which say nothing to the user of a fused model.
             warnings.simplefilter("ignore")
             exported, decompositions = _export(model, example_inputs, as_cpu), _decompositions()
-            with _preservable_ops_limited(exported, decompositions):
+            preservable = _preservable_ops(_registrations(), _collect_preservable_ops)
+            reached = None if decompositions else _ops_reached(exported, preservable)
+            if not aten_dialect and _retrace_gives_the_same_graph(exported, reached):
+                exported.graph_module.graph.eliminate_dead_code()  # as the retrace drops an unused output
+                exported.graph_module.recompile()
+                return exported
+            with _preservable_ops_limited(preservable if reached is None else preservable & reached):
                 program = exported.run_decompositions(decompositions)
     except Exception as exc:  # any failure of capture means "run layer by layer"
         first_line = (str(exc).strip().splitlines() or [""])[0]
@@ -70,11 +82,17 @@ def _decompositions() -> dict:
     return {} if lstm_fusion_enabled() else get_decompositions(_RECURRENT_OPS)
 
 
+def _collect_preservable_ops() -> set:
+    from torch.export import exported_program
+
+    return exported_program._collect_all_valid_cia_ops()  # private: torch is pinned (constraints.txt)
+
+
 @contextlib.contextmanager
-def _preservable_ops_limited(exported: torch.export.ExportedProgram, decompositions: dict) -> Iterator[None]:
-    """Let ``run_decompositions`` preserve only the CompositeImplicitAutograd (CIA) ops that
-    ``exported`` can reach, from a set of preservable ops reused while the dispatcher's
-    registrations are unchanged; the program is the one the whole set gives.
+def _preservable_ops_limited(preserved: frozenset) -> Iterator[None]:
+    """Let ``run_decompositions`` preserve only the CompositeImplicitAutograd (CIA) ops
+    ``preserved``: those of the set of preservable ops (reused while the dispatcher's registrations
+    are unchanged) that the exported graph can reach; the program is the one the whole set gives.
 
     ``run_decompositions`` overrides the CIA kernel of every preservable op (about 500, each for a
     dozen dispatch keys) on entry and restores them on exit, and recomputes the set first (torch
@@ -89,10 +107,8 @@ def _preservable_ops_limited(exported: torch.export.ExportedProgram, decompositi
     """
     from torch.export import exported_program
 
-    computed = exported_program._collect_all_valid_cia_ops  # private: torch is pinned (constraints.txt)
-    preservable = _preservable_ops(_registrations(), computed)
-    reached = None if decompositions else _ops_reached(exported, preservable)
-    exported_program._collect_all_valid_cia_ops = lambda: set(preservable if reached is None else preservable & reached)
+    computed = exported_program._collect_all_valid_cia_ops
+    exported_program._collect_all_valid_cia_ops = lambda: set(preserved)
     try:
         yield
     finally:
@@ -110,6 +126,20 @@ def _ops_reached(exported: torch.export.ExportedProgram, preservable: frozenset)
                 target._schema.is_mutable or _has_cia_kernel(target)):
             return None
     return targets
+
+
+def _retrace_gives_the_same_graph(exported: torch.export.ExportedProgram, reached: set | None) -> bool:
+    """Whether ``run_decompositions({})`` would give back the graph of ``exported`` unchanged.
+
+    It does where it only re-dispatches the graph's own ops and each comes back as itself: every
+    op a functional ATen op (``_ops_reached`` found none that is in place, higher-order or a CIA
+    op torch decomposes) or a preserved CIA op, on static sizes. A program with symbolic sizes
+    (data-dependent ones, as a boolean mask's) is retraced: the retrace renames its runtime
+    assertions' nodes.
+    """
+    if reached is None or exported.range_constraints:
+        return False
+    return all(isinstance(target, torch._ops.OpOverload) or target is operator.getitem for target in reached)
 
 
 def _has_cia_kernel(op: torch._ops.OpOverload) -> bool:
