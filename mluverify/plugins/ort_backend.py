@@ -123,7 +123,7 @@ class OrtBackend(Backend):
         info: dict[str, Any] = {}
         names = [f"input{i}" for i in range(len(args))]
         with torch.no_grad():
-            eager = _pytree.tree_flatten(module(*(a.clone() for a in args)))
+            eager = _pytree.tree_flatten(_outputs_like(module, args))
             with timed(info):
                 model = self._export(BoundCall(widened, {}).eval(), tuple(a.clone() for a in args), names, case)
                 session = _session(model, case)
@@ -178,3 +178,19 @@ def mluverify_add_backends(registry: BackendRegistry) -> None:
 
 
 __all__ = ["OrtBackend"]
+
+
+def _outputs_like(module: Any, args: tuple) -> Any:
+    """``module``'s outputs as fake tensors: their structure and dtypes, all the trip back from
+    onnxruntime needs, without running torch's CPU kernels, which lack some float16 ops the
+    exported graph does not need them for (``avg_pool3d``); run eagerly where the fake run fails
+    (an output whose size depends on the data)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    try:
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            return module(*args)
+    except Exception:  # noqa: BLE001  any failure of the fake run: the eager run tells the same
+        return module(*(a.clone() for a in args))
+

@@ -221,3 +221,19 @@ def test_a_missing_package_of_a_dotted_name_is_named_with_the_install_line():
 
     assert missing(("mluverify_no_such_package.runtime", "torch"), "iree") == (
         "mluverify_no_such_package.runtime not installed (pip install 'mluverify[iree]')")
+
+
+def test_ort_dynamo_computes_a_float16_op_torch_s_cpu_kernels_lack():
+    """The dynamo exporter traces with fake tensors, so a float16 op torch's CPU has no kernel for
+    (avg_pool3d) runs on onnxruntime; the back end once ran the op eagerly in float16 to learn its
+    outputs' structure, and the case errored with torch's NotImplementedError."""
+    _require("ort:dynamo")
+    x = torch.linspace(-3, 3, 64).reshape(1, 1, 4, 4, 4).half()
+    with pytest.raises(NotImplementedError):
+        torch.nn.functional.avg_pool3d(x, 2)  # what the eager run met
+    case = Case("t.py::test_pool[float16-ort:dynamo-avg_pool3d]", "avg_pool3d", Target.parse("ort:dynamo"),
+                dtype="float16")
+    execution = OrtBackend().execute(lambda t: torch.nn.functional.avg_pool3d(t, 2), (x,), {}, case=case)
+    expected = torch.nn.functional.avg_pool3d(x.float(), 2)
+    assert execution.output.dtype == torch.float16 and execution.executed_as == "fused"
+    assert compare(execution.output.float(), expected, mode="cnml").passed
