@@ -172,20 +172,11 @@ def _session(model: bytes, case: Case) -> Any:
         raise _failure(case, "onnxruntime cannot run the exported graph", exc) from exc
 
 
-@hookimpl
-def mluverify_add_backends(registry: BackendRegistry) -> None:
-    registry.add(OrtBackend())
-
-
-__all__ = ["OrtBackend"]
-
-
 def _outputs_like(module: Any, args: tuple) -> Any:
     """``module``'s outputs as fake tensors: their structure and dtypes, all the trip back from
     onnxruntime needs, without running torch's CPU kernels, which lack some float16 ops the
     exported graph does not need them for (``avg_pool3d``); run eagerly where the fake run fails
     (an output whose size depends on the data)."""
-    import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     try:
@@ -194,3 +185,10 @@ def _outputs_like(module: Any, args: tuple) -> Any:
     except Exception:  # noqa: BLE001  any failure of the fake run: the eager run tells the same
         return module(*(a.clone() for a in args))
 
+
+@hookimpl
+def mluverify_add_backends(registry: BackendRegistry) -> None:
+    registry.add(OrtBackend())
+
+
+__all__ = ["OrtBackend"]
