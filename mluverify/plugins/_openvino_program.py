@@ -28,21 +28,33 @@ def converted(program: "torch.export.ExportedProgram", args: tuple, case: Case,
         model = openvino.convert_model(program, extension=list(extensions) or None)
     except Exception as exc:
         raise export_failure(case, "openvino.convert_model failed", exc) from exc
-    if len(model.inputs) != len(args):
-        raise BackendError(f"case {case.case_id}: the converted model takes {len(model.inputs)} inputs, "
-                           f"the case passes {len(args)}")
+    named = dict(zip(program.graph_signature.user_inputs, args))
+    unknown = [port.get_any_name() for port in model.inputs if port.get_any_name() not in named]
+    if unknown or len(named) != len(args):
+        raise BackendError(f"case {case.case_id}: the converted model takes {len(model.inputs)} inputs "
+                           f"{sorted(p.get_any_name() for p in model.inputs)}, the case passes {len(args)}")
     try:
-        model.reshape({i: openvino.PartialShape(list(a.shape)) for i, a in enumerate(args)})
+        model.reshape({port.get_any_name(): openvino.PartialShape(list(named[port.get_any_name()].shape))
+                       for port in model.inputs})
     except Exception as exc:
         raise export_failure(case, "OpenVINO cannot fix the converted model's input shapes", exc) from exc
     return model
 
 
-def run_compiled(compiled: Any, args: tuple, case: Case) -> list["torch.Tensor"]:
-    """The outputs of ``compiled`` (an OpenVINO ``CompiledModel``) run on ``args``, as CPU tensors."""
+def run_compiled(compiled: Any, args: tuple, case: Case, names: Sequence[str] | None = None) -> list["torch.Tensor"]:
+    """The outputs of ``compiled`` (an OpenVINO ``CompiledModel``) run on ``args``, as CPU tensors.
+
+    :param names: the exported program's input names, one per arg: the converted model names its
+        inputs so and drops those the program never reads (a program of its input's shape alone),
+        so each arg is fed by name; positionally without them.
+    """
     try:
         request = compiled.create_infer_request()
-        request.infer([_to_openvino(a) for a in args])
+        if names is None:
+            request.infer([_to_openvino(a) for a in args])
+        else:
+            named = dict(zip(names, args))
+            request.infer({port.get_any_name(): _to_openvino(named[port.get_any_name()]) for port in compiled.inputs})
         return [_from_openvino(request.get_tensor(output)) for output in compiled.outputs]
     except Exception as exc:
         raise export_failure(case, "OpenVINO cannot run the compiled program", exc) from exc

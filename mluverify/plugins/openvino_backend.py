@@ -94,7 +94,7 @@ class OpenVinoBackend(Backend):
             program = export_program(exportable(fn, kwargs, case), args, case)
             compiled = self._compile(program, args, case)
         precision = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
-        outputs = run_compiled(compiled, args, case)
+        outputs = run_compiled(compiled, args, case, program.graph_signature.user_inputs)
         info["device_impl"] = f"openvino {openvino.__version__.split('-')[0]} CPU {precision}"
         return Execution(structured(outputs, program, case), executed_as="fused", info=info)
 

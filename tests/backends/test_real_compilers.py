@@ -237,3 +237,17 @@ def test_ort_dynamo_computes_a_float16_op_torch_s_cpu_kernels_lack():
     expected = torch.nn.functional.avg_pool3d(x.float(), 2)
     assert execution.output.dtype == torch.float16 and execution.executed_as == "fused"
     assert compare(execution.output.float(), expected, mode="cnml").passed
+
+
+@pytest.mark.parametrize("target", ["openvino:cpu", "openvino:default"])
+def test_openvino_runs_a_program_that_reads_only_its_input_s_shape(target):
+    """OpenVINO's converted model drops an input the program never reads (``torch.eye`` of the
+    input's size): the back end feeds the inputs it kept, by name; it once refused the model ("the
+    converted model takes 0 inputs, the case passes 1", test_factory's eye and scalar_tensor)."""
+    _require(target)
+    case = Case(f"t.py::test_factory[{target}-eye]", "eye", Target.parse(target))
+    x, y = torch.zeros(3, 4), torch.linspace(0, 1, 4)
+    eye = OpenVinoBackend().execute(lambda t: torch.eye(t.shape[-1]), (x,), {}, case=case).output
+    assert torch.equal(eye, torch.eye(4))
+    second_only = OpenVinoBackend().execute(lambda t, u: u * 2, (x, y), {}, case=case).output
+    assert torch.equal(second_only, y * 2)
