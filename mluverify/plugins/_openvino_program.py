@@ -28,14 +28,14 @@ def converted(program: "torch.export.ExportedProgram", args: tuple, case: Case,
         model = openvino.convert_model(program, extension=list(extensions) or None)
     except Exception as exc:
         raise export_failure(case, "openvino.convert_model failed", exc) from exc
-    named = dict(zip(program.graph_signature.user_inputs, args))
-    unknown = [port.get_any_name() for port in model.inputs if port.get_any_name() not in named]
-    if unknown or len(named) != len(args):
+    names = program.graph_signature.user_inputs
+    unknown = [port.get_any_name() for port in model.inputs if port.get_any_name() not in names]
+    if unknown or len(names) != len(args):
         raise BackendError(f"case {case.case_id}: the converted model takes {len(model.inputs)} inputs "
                            f"{sorted(p.get_any_name() for p in model.inputs)}, the case passes {len(args)}")
     try:
-        model.reshape({port.get_any_name(): openvino.PartialShape(list(named[port.get_any_name()].shape))
-                       for port in model.inputs})
+        model.reshape({name: openvino.PartialShape(list(arg.shape))
+                       for name, arg in by_input_name(model.inputs, names, args).items()})
     except Exception as exc:
         raise export_failure(case, "OpenVINO cannot fix the converted model's input shapes", exc) from exc
     return model
@@ -46,18 +46,26 @@ def run_compiled(compiled: Any, args: tuple, case: Case, names: Sequence[str] | 
 
     :param names: the exported program's input names, one per arg: the converted model names its
         inputs so and drops those the program never reads (a program of its input's shape alone),
-        so each arg is fed by name; positionally without them.
+        so each arg is fed by name; positionally without them, which needs one input per arg.
     """
+    if names is None and len(compiled.inputs) != len(args):
+        raise BackendError(f"case {case.case_id}: the compiled model takes {len(compiled.inputs)} inputs "
+                           f"{sorted(p.get_any_name() for p in compiled.inputs)}, the case passes {len(args)}: "
+                           "name the exported program's inputs (names=...) to feed the ones it kept")
     try:
         request = compiled.create_infer_request()
-        if names is None:
-            request.infer([_to_openvino(a) for a in args])
-        else:
-            named = dict(zip(names, args))
-            request.infer({port.get_any_name(): _to_openvino(named[port.get_any_name()]) for port in compiled.inputs})
+        request.infer([_to_openvino(a) for a in args] if names is None
+                      else {name: _to_openvino(a) for name, a in by_input_name(compiled.inputs, names, args).items()})
         return [_from_openvino(request.get_tensor(output)) for output in compiled.outputs]
     except Exception as exc:
         raise export_failure(case, "OpenVINO cannot run the compiled program", exc) from exc
+
+
+def by_input_name(ports: Sequence[Any], names: Sequence[str], values: Sequence[Any]) -> dict[str, Any]:
+    """``values`` (one per exported-program input of ``names``) keyed by the names of ``ports``, a
+    converted or compiled model's inputs: those of the program's inputs the model kept."""
+    named = dict(zip(names, values))
+    return {port.get_any_name(): named[port.get_any_name()] for port in ports}
 
 
 def structured(outputs: list["torch.Tensor"], program: "torch.export.ExportedProgram", case: Case) -> Any:

@@ -34,7 +34,7 @@ from mluverify.plugins._exported import export_failure, export_program, exportab
 from mluverify.plugins._int8 import (
     GRANULARITIES, INT8, Int8Quantization, calibration_batches, has_vnni, layer_error_table, layer_groups,
     model_inputs, name_of, quantizing_as, seven_bit_note, unknown_layer, unseen_by_torch_modes)
-from mluverify.plugins._openvino_program import CONFIGS, converted, run_compiled, structured
+from mluverify.plugins._openvino_program import CONFIGS, by_input_name, converted, run_compiled, structured
 
 if TYPE_CHECKING:
     import openvino
@@ -94,6 +94,12 @@ class QuantizedModel:
     layers: dict[str, str]
     calibrated: str
 
+    @property
+    def input_names(self) -> list[str]:
+        """The exported program's input names, one per argument: the models are fed by them, as
+        they keep only the inputs the program reads."""
+        return list(self.program.graph_signature.user_inputs)
+
 
 def execute_int8(extensions: Sequence[Any], fn: Callable, args: tuple, kwargs: dict, *, case: Case) -> Execution:
     """Run ``case`` on ``openvino:int8``: quantize ``fn`` as the context's
@@ -108,7 +114,7 @@ def execute_int8(extensions: Sequence[Any], fn: Callable, args: tuple, kwargs: d
         with timed(info):  # export, conversion, calibration, quantization and compile
             quantized = quantize(fn, args, kwargs=kwargs, quantization=quantization, case=case, extensions=extensions)
             compiled = compile_saved(save_model(quantized.model, Path(directory) / "case.int8.xml", case), case)
-        outputs = run_compiled(compiled, args, case)
+        outputs = run_compiled(compiled, args, case, quantized.input_names)
         layers = layer_groups(_layer_pairs(quantized, args, case))
     ran = int8_layers(compiled)
     if not ran:
@@ -137,7 +143,9 @@ def quantize(fn: Callable, args: tuple, *, kwargs: dict | None = None, quantizat
     ignored = nncf.IgnoredScope(names=list(node_names(layers, quantization.exclude)))
     try:
         model = nncf.quantize(
-            float_model, nncf.Dataset([model_inputs(batch) for batch in batches]), subset_size=len(batches),
+            float_model, nncf.Dataset([by_input_name(float_model.inputs, program.graph_signature.user_inputs,
+                                                     model_inputs(batch)) for batch in batches]),
+            subset_size=len(batches),
             preset=nncf.QuantizationPreset[PRESETS[quantization.preset]], ignored_scope=ignored,
             advanced_parameters=AdvancedQuantizationParameters(
                 weights_quantization_params=QuantizationParameters(per_channel=quantization.granularity == "per-channel"),
@@ -182,11 +190,13 @@ def compile_saved(path: str | Path, case: Case | None = None) -> Any:
                              "OpenVINO cannot compile the int8 model", exc) from exc
 
 
-def run_saved(path: str | Path, args: tuple) -> list["torch.Tensor"]:
+def run_saved(path: str | Path, args: tuple, *, names: Sequence[str] | None = None) -> list["torch.Tensor"]:
     """Read a saved (int8) IR, compile it for the CPU and run it on ``args``: its outputs as CPU
-    tensors, in the model's order."""
+    tensors, in the model's order. ``names``: the exported program's input names, one per arg
+    (``QuantizedModel.input_names``), needed where the model dropped an input its program never
+    reads; without them ``args`` are fed positionally."""
     case = Case(str(path), "run_saved", _TARGET, quant=INT8)
-    return run_compiled(compile_saved(path, case), args, case)
+    return run_compiled(compile_saved(path, case), args, case, names)
 
 
 def int8_layers(compiled: Any) -> list[str]:
@@ -242,8 +252,9 @@ def _layer_pairs(quantized: QuantizedModel, args: tuple,
     output of its model and run by the CPU plugin on ``args``."""
     types = {op.get_friendly_name(): op.get_type_name() for op in quantized.float_model.get_ordered_ops()}
     outputs = {node: _layer_output(quantized.float_model, node) for node in quantized_layers(quantized.model)}
-    actual = _run_with_outputs(quantized.model, list(outputs.values()), args, case)
-    expected = _run_with_outputs(quantized.float_model, list(outputs.values()), args, case)
+    nodes, names = list(outputs.values()), quantized.input_names
+    actual = _run_with_outputs(quantized.model, nodes, args, names, case)
+    expected = _run_with_outputs(quantized.float_model, nodes, args, names, case)
     # a MatMul of two activations (attention's scores) is quantized too but has no weight, so no module
     # in ``layers``: its node name names it
     return [(quantized.layers.get(node, node), types[node], actual[output], expected[output])
@@ -262,17 +273,19 @@ def _layer_output(float_model: "openvino.Model", node: str) -> str:
     return (same_op or [node])[-1]
 
 
-def _run_with_outputs(model: "openvino.Model", names: list[str], args: tuple, case: Case) -> dict[str, "torch.Tensor"]:
-    """The values of the nodes ``names`` when a copy of ``model`` with them added as outputs runs on ``args``."""
+def _run_with_outputs(model: "openvino.Model", nodes: list[str], args: tuple, input_names: list[str],
+                      case: Case) -> dict[str, "torch.Tensor"]:
+    """The values of ``nodes`` when a copy of ``model`` with them added as outputs runs on
+    ``args``, fed by the exported program's ``input_names``."""
     import openvino
 
     extended = model.clone()
     ops = {op.get_friendly_name(): op for op in extended.get_ordered_ops()}
-    extended.add_outputs([ops[name].output(0) for name in names])  # a node already an output adds none
-    values = run_compiled(openvino.Core().compile_model(extended, "CPU", FLOAT32), args, case)
+    extended.add_outputs([ops[node].output(0) for node in nodes])  # a node already an output adds none
+    values = run_compiled(openvino.Core().compile_model(extended, "CPU", FLOAT32), args, case, input_names)
     producers = [result.get_node().input(0).get_source_output().get_node().get_friendly_name()
                  for result in extended.outputs]
-    return {name: value for name, value in zip(producers, values) if name in names}
+    return {node: value for node, value in zip(producers, values) if node in nodes}
 
 
 def _module_of(node: Any) -> str:

@@ -122,7 +122,7 @@ def _saved_int8(fn: Callable, args: tuple, path: Path, kwargs: dict, quantizatio
     float_graph = prepared_float(fn, args, kwargs, float_path, case)
     excluded = node_names(float_graph, quantization.exclude)
     try:
-        quantize_static(str(float_path), str(path), _Batches(_feeds(batches)),
+        quantize_static(str(float_path), str(path), _Batches(_feeds(batches, [i.name for i in float_graph.graph.input])),
                         **_quantizer_options(quantization), nodes_to_exclude=list(excluded))
     except Exception as exc:
         raise export_failure(case, "onnxruntime's quantize_static failed", exc) from exc
@@ -144,7 +144,7 @@ def run_saved(path: str | Path, args: tuple, *, case: Case | None = None) -> lis
 
     try:
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        results = session.run(None, _feeds([args])[0])
+        results = session.run(None, _feeds([args], [i.name for i in session.get_inputs()])[0])
     except Exception as exc:
         raise export_failure(case or Case(str(path), "run_saved", _TARGET, quant=INT8),
                        "onnxruntime cannot run the int8 model", exc) from exc
@@ -306,7 +306,7 @@ def _run_with_outputs(graph: "onnx.ModelProto", names: list[str], args: tuple) -
     extended.graph.output.extend(onnx.ValueInfoProto(name=name) for name in dict.fromkeys(names) if name not in present)
     session = onnxruntime.InferenceSession(extended.SerializeToString(), providers=["CPUExecutionProvider"])
     wanted = [output.name for output in session.get_outputs()]
-    return dict(zip(wanted, session.run(wanted, _feeds([args])[0])))
+    return dict(zip(wanted, session.run(wanted, _feeds([args], [i.name for i in session.get_inputs()])[0])))
 
 
 class _Batches:
@@ -319,10 +319,13 @@ class _Batches:
         return next(self._feeds, None)
 
 
-def _feeds(batches: Sequence[Any]) -> list[dict]:
-    """Each batch (a tensor or a tuple of positional arguments) as the session's input dict."""
+def _feeds(batches: Sequence[Any], graph_inputs: Sequence[str]) -> list[dict]:
+    """Each batch (a tensor or a tuple of positional arguments) as the input dict of a model whose
+    inputs are ``graph_inputs``: the exporter prunes an input the graph never reads (one taken for
+    its shape alone), and onnxruntime refuses a feed the model does not name."""
     arrays = [model_inputs(batch) for batch in batches]
-    return [dict(zip(_input_names(len(inputs)), inputs)) for inputs in arrays]
+    return [{name: value for name, value in zip(_input_names(len(inputs)), inputs) if name in graph_inputs}
+            for inputs in arrays]
 
 
 def _quantizer_options(quantization: OrtQuantization) -> dict[str, Any]:

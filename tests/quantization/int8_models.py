@@ -37,6 +37,18 @@ def cnn() -> nn.Module:
                          nn.Conv2d(8, 10, 1)).eval()
 
 
+class ShapeOfFirst(nn.Module):
+    """``cnn()`` of its second input, flattened per sample of its first input's size: the exported
+    program never reads the first input's values, so both runtimes' models drop that input."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = cnn()
+
+    def forward(self, like: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x).reshape(like.shape[0], -1)
+
+
 def images(seed: int = 1) -> torch.Tensor:
     return torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(seed))
 

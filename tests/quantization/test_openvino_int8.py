@@ -20,7 +20,7 @@ import pytest
 import torch
 from torch import nn
 
-from int8_models import cnn, images, openvino_int8, run_case  # noqa: F401  (openvino_int8: a fixture)
+from int8_models import ShapeOfFirst, cnn, images, openvino_int8, run_case  # noqa: F401  (openvino_int8: a fixture)
 
 from mluverify.core.case import Case, Target
 from mluverify.core.pipeline import Pipeline
@@ -98,6 +98,20 @@ def test_the_saved_ir_runs_the_same_in_a_fresh_process(openvino_int8, tmp_path):
     assert torch.equal(case_run.output, torch.from_numpy(np.load(tmp_path / "y.npy")))
     assert torch.equal(run_saved(path, (images(),))[0], case_run.output)
     assert len(int8_layers(compile_saved(path))) == 3  # the CPU plugin's int8 kernels ran the saved model
+
+
+def test_a_saved_model_that_dropped_an_unread_input_runs_by_the_programs_input_names(openvino_int8, tmp_path):
+    """The saved IR keeps only the input its program reads and no longer knows which argument it
+    was: ``run_saved`` feeds it by the names ``quantize`` reports, and without them errors naming
+    the model's inputs instead of feeding it the wrong argument."""
+    like, x = torch.zeros(2), images()
+    quantized = quantize(ShapeOfFirst(), (like, x))
+    assert [port.get_any_name() for port in quantized.model.inputs] == quantized.input_names[1:]  # the first dropped
+    path = save_int8(ShapeOfFirst(), (like, x), tmp_path / "shape_of_first.int8.xml")
+    direct = OpenVinoBackend().execute(cnn(), (x,), {}, case=Case("t", "cnn", INT8, quant="int8")).output
+    assert torch.equal(run_saved(path, (like, x), names=quantized.input_names)[0], direct.reshape(2, -1))
+    with pytest.raises(BackendError, match=r"takes 1 inputs \['args_1'\], the case passes 2: name the exported"):
+        run_saved(path, (like, x))
 
 
 @pytest.mark.parametrize(("options", "message"), [

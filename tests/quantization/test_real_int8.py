@@ -18,7 +18,7 @@ import pytest
 import torch
 from torch import nn
 
-from int8_models import check_refusals, cnn, images, openvino_int8, run_case, with_outlier  # noqa: F401
+from int8_models import ShapeOfFirst, check_refusals, cnn, images, openvino_int8, run_case, with_outlier  # noqa: F401
 
 from mluverify.core.backends import Backend
 from mluverify.core.calibration import calibrating_on
@@ -145,6 +145,18 @@ def test_a_model_of_integer_token_ids_calibrates_and_runs_on_them_as_integers(ru
     outcome = run_case(pipeline, runtime.target, _TokenClassifier().eval(), ids, mask)
     assert 1e-6 < outcome.verdict.value < 0.5  # judged, and the head really ran in int8
     assert list(runtime.layer_errors(_TokenClassifier().eval(), (ids, mask))["layer"]) == ["head"]
+
+
+def test_a_model_that_drops_an_input_it_never_reads_is_judged_as_the_model_without_it(runtime, pipeline):
+    # the exported models keep only the inputs their programs read; calibration, the run and the
+    # per-layer reads once fed them every argument (onnxruntime: "Invalid input name: input0"; NNCF:
+    # the second argument given to the model's only input)
+    like, x = torch.zeros(2), images()
+    dropped = run_case(pipeline, runtime.target, ShapeOfFirst(), like, x).record.as_row()
+    plain = run_case(pipeline, runtime.target, cnn(), x).record.as_row()
+    assert dropped["error"] == "" and plain["error"] == ""
+    assert (dropped["status"], dropped["value"]) == (plain["status"], plain["value"])
+    assert list(runtime.layer_errors(ShapeOfFirst(), (like, x))["layer"]) == ["body.0", "body.2", "body.4"]
 
 
 def test_a_convolution_with_folded_batch_norm_is_a_layer_of_its_own(runtime, pipeline):
