@@ -29,7 +29,7 @@ def converted(program: "torch.export.ExportedProgram", args: tuple, case: Case,
     except Exception as exc:
         raise export_failure(case, "openvino.convert_model failed", exc) from exc
     names = program.graph_signature.user_inputs
-    unknown = [port.get_any_name() for port in model.inputs if port.get_any_name() not in names]
+    unknown = [port.get_any_name() for port in model.inputs if not port.get_names() & set(names)]
     if unknown or len(names) != len(args):
         raise BackendError(f"case {case.case_id}: the converted model takes {len(model.inputs)} inputs "
                            f"{sorted(p.get_any_name() for p in model.inputs)}, the case passes {len(args)}")
@@ -63,9 +63,12 @@ def run_compiled(compiled: Any, args: tuple, case: Case, names: Sequence[str] | 
 
 def by_input_name(ports: Sequence[Any], names: Sequence[str], values: Sequence[Any]) -> dict[str, Any]:
     """``values`` (one per exported-program input of ``names``) keyed by the names of ``ports``, a
-    converted or compiled model's inputs: those of the program's inputs the model kept."""
+    converted or compiled model's inputs: those of the program's inputs the model kept. A port's
+    tensor may carry other names beside the program's (``{'12', 'a_0', 'constant_pad_nd:0'}`` for
+    an input the first op pads), and ``get_any_name`` may give one of those, so the program's
+    name is looked up among all of them."""
     named = dict(zip(names, values))
-    return {port.get_any_name(): named[port.get_any_name()] for port in ports}
+    return {port.get_any_name(): named[next(name for name in port.get_names() if name in named)] for port in ports}
 
 
 def structured(outputs: list["torch.Tensor"], program: "torch.export.ExportedProgram", case: Case) -> Any:

@@ -251,3 +251,19 @@ def test_openvino_runs_a_program_that_reads_only_its_input_s_shape(target):
     assert torch.equal(eye, torch.eye(4))
     second_only = OpenVinoBackend().execute(lambda t, u: u * 2, (x, y), {}, case=case).output
     assert torch.equal(second_only, y * 2)
+
+
+@pytest.mark.parametrize("target", ["openvino:cpu", "openvino:default"])
+def test_openvino_finds_an_input_whose_tensor_carries_other_names(target):
+    """The converted model's input tensor may carry names beside the program's (``{'12', 'a_0',
+    'constant_pad_nd:0'}`` where the first op pads it), and ``get_any_name`` may give another one:
+    feeding by name once looked up '12' and refused the model (im2col, expand, addcmul, softmax
+    with a dtype: make verify-real on openvino:default)."""
+    _require(target)
+    case = Case(f"t.py::test_im2col[{target}-im2col]", "im2col", Target.parse(target))
+    x = torch.linspace(-1, 1, 32).reshape(1, 2, 4, 4)
+    unfolded = OpenVinoBackend().execute(lambda t: torch.nn.functional.unfold(t, 2), (x,), {}, case=case).output
+    assert torch.equal(unfolded, torch.nn.functional.unfold(x, 2))
+    a, b, c = torch.linspace(0, 1, 3), torch.linspace(1, 2, 3), torch.linspace(2, 3, 3)
+    added = OpenVinoBackend().execute(lambda u, v, w: torch.addcmul(u, v, w, value=2), (a, b, c), {}, case=case).output
+    torch.testing.assert_close(added, torch.addcmul(a, b, c, value=2))
