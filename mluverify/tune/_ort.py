@@ -150,7 +150,7 @@ def run_samples(path: str | Path, samples: Sequence[tuple]) -> Any:
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"],
                                            disabled_optimizers=list(DISABLED_OPTIMIZERS))
-    runs = [session.run(None, feed) for feed in _feeds(samples)]
+    runs = [session.run(None, feed) for feed in _feeds(samples, [i.name for i in session.get_inputs()])]
     joined = [torch.from_numpy(np.concatenate(values)) for values in zip(*runs)]
     return joined[0] if len(joined) == 1 else tuple(joined)
 
@@ -208,7 +208,7 @@ def _values(graph: "onnx.ModelProto", names: Sequence[str], samples: Sequence[tu
     extended.graph.output.extend(onnx.ValueInfoProto(name=name) for name in wanted if name not in present)
     session = onnxruntime.InferenceSession(extended.SerializeToString(), providers=["CPUExecutionProvider"],
                                            disabled_optimizers=list(DISABLED_OPTIMIZERS))
-    runs = [session.run(wanted, feed) for feed in _feeds(samples)]
+    runs = [session.run(wanted, feed) for feed in _feeds(samples, [i.name for i in session.get_inputs()])]
     return {name: np.concatenate([np.atleast_1d(run[i]) for run in runs]) for i, name in enumerate(wanted)}
 
 
