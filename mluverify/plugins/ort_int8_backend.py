@@ -122,7 +122,7 @@ def _saved_int8(fn: Callable, args: tuple, path: Path, kwargs: dict, quantizatio
     float_graph = prepared_float(fn, args, kwargs, float_path, case)
     excluded = node_names(float_graph, quantization.exclude)
     try:
-        quantize_static(str(float_path), str(path), _Batches(_feeds(batches, [i.name for i in float_graph.graph.input])),
+        quantize_static(str(float_path), str(path), calibration_reader(batches, float_graph),
                         **_quantizer_options(quantization), nodes_to_exclude=list(excluded))
     except Exception as exc:
         raise export_failure(case, "onnxruntime's quantize_static failed", exc) from exc
@@ -144,7 +144,7 @@ def run_saved(path: str | Path, args: tuple, *, case: Case | None = None) -> lis
 
     try:
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        results = session.run(None, _feeds([args], [i.name for i in session.get_inputs()])[0])
+        results = session.run(None, session_feeds(session, [args])[0])
     except Exception as exc:
         raise export_failure(case or Case(str(path), "run_saved", _TARGET, quant=INT8),
                        "onnxruntime cannot run the int8 model", exc) from exc
@@ -306,7 +306,7 @@ def _run_with_outputs(graph: "onnx.ModelProto", names: list[str], args: tuple) -
     extended.graph.output.extend(onnx.ValueInfoProto(name=name) for name in dict.fromkeys(names) if name not in present)
     session = onnxruntime.InferenceSession(extended.SerializeToString(), providers=["CPUExecutionProvider"])
     wanted = [output.name for output in session.get_outputs()]
-    return dict(zip(wanted, session.run(wanted, _feeds([args], [i.name for i in session.get_inputs()])[0])))
+    return dict(zip(wanted, session.run(wanted, session_feeds(session, [args])[0])))
 
 
 class _Batches:
@@ -317,6 +317,16 @@ class _Batches:
 
     def get_next(self) -> dict | None:
         return next(self._feeds, None)
+
+
+def calibration_reader(batches: Sequence[Any], graph: "onnx.ModelProto") -> _Batches:
+    """``batches`` as the ``CalibrationDataReader`` of the float model ``graph``, fed by its inputs' names."""
+    return _Batches(_feeds(batches, [i.name for i in graph.graph.input]))
+
+
+def session_feeds(session: "onnxruntime.InferenceSession", batches: Sequence[Any]) -> list[dict]:
+    """``batches`` as input dicts of ``session``'s model, by its inputs' names."""
+    return _feeds(batches, [i.name for i in session.get_inputs()])
 
 
 def _feeds(batches: Sequence[Any], graph_inputs: Sequence[str] | None = None) -> list[dict]:
@@ -352,5 +362,6 @@ def _called(fn: Callable, args: tuple, kwargs: dict) -> Any:
 _TARGET = Target("ort", INT8)  # what the records of the functions outside a run name
 
 
-__all__ = ["OrtQuantization", "execute_int8", "export_float", "layer_errors", "module_name", "node_names",
-           "ort_quantization", "prepared_float", "quantized_layers", "run_saved", "save_int8", "weighted_layers"]
+__all__ = ["OrtQuantization", "calibration_reader", "execute_int8", "export_float", "layer_errors", "module_name",
+           "node_names", "ort_quantization", "prepared_float", "quantized_layers", "run_saved", "save_int8",
+           "session_feeds", "weighted_layers"]

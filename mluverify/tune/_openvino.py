@@ -55,7 +55,7 @@ class OpenVinoInt8Runtime:
                                  quantization=replace(self.quantization, exclude=tuple(keep_float)))
             model, program = quantized.model, quantized.program
         compiled = openvino.Core().compile_model(model, "CPU", FLOAT32)
-        return structured(run_compiled(compiled, self.args, _CASE), program, _CASE)
+        return structured(run_compiled(compiled, self.args, _CASE, self._quantized.input_names), program, _CASE)
 
     def scores(self) -> dict[str, float]:
         """Each layer's ``layer_errors`` rel_mse (its module's row: the layer's output in the int8
@@ -123,7 +123,7 @@ def test_tuned_model_meets_its_bound():
     quantized = quantize(model, args, quantization=quantization)
     compiled = openvino.Core().compile_model(quantized.model, "CPU", FLOAT32)
     case = Case("tuned", "model", Target("openvino", "int8"), quant="int8")
-    output = structured(run_compiled(compiled, args, case), quantized.program, case)
+    output = structured(run_compiled(compiled, args, case, quantized.input_names), quantized.program, case)
     with torch.no_grad():
         expected = model(*args)
 '''

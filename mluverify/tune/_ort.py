@@ -66,10 +66,10 @@ class OrtInt8Runtime:
     def _quantize(self, keep_float: Sequence[str]) -> Path:
         from onnxruntime.quantization import quantize_static
 
-        from mluverify.plugins.ort_int8_backend import _quantizer_options
+        from mluverify.plugins.ort_int8_backend import _quantizer_options, calibration_reader
 
         path = Path(self._folder.name) / "int8.onnx"
-        quantize_static(str(self.float_path), str(path), calibration_reader(self.calibration),
+        quantize_static(str(self.float_path), str(path), calibration_reader(self.calibration, self.float_graph),
                         **_quantizer_options(self.quantization), nodes_to_exclude=list(keep_float))
         return path
 
@@ -131,13 +131,6 @@ def split_samples(args: tuple) -> list[tuple]:
     return [tuple(a[i:i + 1] for a in args) for i in range(len(tensors[0]))]
 
 
-def calibration_reader(samples: Sequence[tuple]) -> Any:
-    """The samples as onnxruntime's ``CalibrationDataReader``."""
-    from mluverify.plugins.ort_int8_backend import _Batches, _feeds
-
-    return _Batches(_feeds(samples))
-
-
 def run_samples(path: str | Path, samples: Sequence[tuple]) -> Any:
     """The saved model at ``path`` run by a fresh onnxruntime session (``DISABLED_OPTIMIZERS``
     off) on each sample, the outputs joined along the first dimension (a tensor, or a tuple
@@ -146,11 +139,11 @@ def run_samples(path: str | Path, samples: Sequence[tuple]) -> Any:
     import onnxruntime
     import torch
 
-    from mluverify.plugins.ort_int8_backend import _feeds
+    from mluverify.plugins.ort_int8_backend import session_feeds
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"],
                                            disabled_optimizers=list(DISABLED_OPTIMIZERS))
-    runs = [session.run(None, feed) for feed in _feeds(samples, [i.name for i in session.get_inputs()])]
+    runs = [session.run(None, feed) for feed in session_feeds(session, samples)]
     joined = [torch.from_numpy(np.concatenate(values)) for values in zip(*runs)]
     return joined[0] if len(joined) == 1 else tuple(joined)
 
@@ -199,7 +192,7 @@ def _values(graph: "onnx.ModelProto", names: Sequence[str], samples: Sequence[tu
     import onnx
     import onnxruntime
 
-    from mluverify.plugins.ort_int8_backend import _feeds
+    from mluverify.plugins.ort_int8_backend import session_feeds
 
     extended = onnx.ModelProto()
     extended.CopyFrom(graph)
@@ -208,7 +201,7 @@ def _values(graph: "onnx.ModelProto", names: Sequence[str], samples: Sequence[tu
     extended.graph.output.extend(onnx.ValueInfoProto(name=name) for name in wanted if name not in present)
     session = onnxruntime.InferenceSession(extended.SerializeToString(), providers=["CPUExecutionProvider"],
                                            disabled_optimizers=list(DISABLED_OPTIMIZERS))
-    runs = [session.run(wanted, feed) for feed in _feeds(samples, [i.name for i in session.get_inputs()])]
+    runs = [session.run(wanted, feed) for feed in session_feeds(session, samples)]
     return {name: np.concatenate([np.atleast_1d(run[i]) for run in runs]) for i, name in enumerate(wanted)}
 
 
@@ -252,11 +245,13 @@ def _args(batch):
 
 def test_tuned_model_meets_its_bound(tmp_path):
     import numpy
+    import onnx
     import onnxruntime
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
     from mluverify.judge import compare
-    from mluverify.tune._ort import calibration_reader, exported_float, split_samples
+    from mluverify.plugins.ort_int8_backend import calibration_reader, session_feeds
+    from mluverify.tune._ort import exported_float, split_samples
 
     script = runpy.run_path(SCRIPT)
     model = script["model"]().eval()
@@ -268,11 +263,11 @@ def test_tuned_model_meets_its_bound(tmp_path):
         arguments[key] = QuantType[arguments[key]]
     samples = split_samples(args)
     float_path = exported_float(model, samples[0], tmp_path / "model.onnx")
-    quantize_static(str(float_path), str(tmp_path / "model.int8.onnx"), calibration_reader(calibration), **arguments)
+    quantize_static(str(float_path), str(tmp_path / "model.int8.onnx"),
+                    calibration_reader(calibration, onnx.load(str(float_path))), **arguments)
     session = onnxruntime.InferenceSession(str(tmp_path / "model.int8.onnx"), providers=["CPUExecutionProvider"],
                                            **json.loads((HERE / "session.json").read_text()))
-    names = [i.name for i in session.get_inputs()]
-    runs = [session.run(None, {{n: a.numpy() for n, a in zip(names, sample)}}) for sample in samples]
+    runs = [session.run(None, feed) for feed in session_feeds(session, samples)]
     outputs = [torch.from_numpy(numpy.concatenate(values)) for values in zip(*runs)]
     output = outputs[0] if len(outputs) == 1 else tuple(outputs)
     with torch.no_grad():
