@@ -46,6 +46,43 @@ def run_golden(fn: Callable, args: tuple, kwargs: Mapping[str, Any],
     return Golden(output=output)
 
 
+def dtypes_in(fn: Callable, args: tuple, kwargs: Mapping[str, Any], dtype: str) -> list[str] | str:
+    """The dtypes of ``fn``'s output tensors (``"float16"``, ...) when torch computes it in
+    ``dtype``: every floating input, parameter and buffer cast to it, run on fake tensors (torch's
+    meta kernels: no kernel computes). A string instead where fake tensors cannot tell (an op
+    without a meta kernel, an output shape that depends on values): why."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.func import functional_call
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    precision = getattr(torch, dtype)
+
+    def fake(t: torch.Tensor) -> torch.Tensor:
+        faked = mode.from_tensor(t.detach())
+        return faked.to(precision) if t.is_floating_point() else faked
+
+    try:
+        with mode, torch.no_grad():
+            fake_args, fake_kwargs = map_tensors(fake, args), map_tensors(fake, dict(kwargs))
+            if isinstance(fn, torch.nn.Module):
+                state = {**dict(fn.named_parameters()), **dict(fn.named_buffers())}
+                output = functional_call(fn, map_tensors(fake, state), fake_args, fake_kwargs)
+            else:
+                output = fn(*fake_args, **fake_kwargs)
+    except Exception as exc:
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        return f"{type(exc).__name__}: {first_line}"[:300]
+    return leaf_dtypes(output)
+
+
+def leaf_dtypes(obj: Any) -> list[str]:
+    """The dtype of each tensor in ``obj`` (a nested structure), in order: ``"float16"``, ..."""
+    found: list[str] = []
+    map_tensors(lambda t: found.append(str(t.dtype).removeprefix("torch.")), obj)
+    return found
+
+
 def identical(first: Any, second: Any) -> str:
     """``""`` when two device outputs are bit-identical (equal NaNs count as equal), else where
     they first differ and how many elements differ there."""

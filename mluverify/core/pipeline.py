@@ -25,7 +25,7 @@ from mluverify.core.backends import Backend, BackendRegistry, Execution, GroupOu
 from mluverify.core.case import Case, Target
 from mluverify.core.config import Settings
 from mluverify.core.expectations import Waiver
-from mluverify.core.golden import Golden, identical, run_golden
+from mluverify.core.golden import Golden, dtypes_in, identical, leaf_dtypes, run_golden
 from mluverify.core.gradients import GRAD, GROUP, OUTPUT, gradient_probe, ops_on_cpu, probe_leaves, summed_biases
 from mluverify.core.plugin_manager import call_hook
 from mluverify.core.provenance import ops_under_test_on_cpu, run_recording
@@ -203,6 +203,7 @@ class Pipeline:
         tolerance, golden, note = self._tolerance_and_golden(fn, args, kwargs, case, marker, checks)
         verdict = self._compare(as_reference_dtype(execution.output, case.dtype), expected, golden.output,
                                 tolerance, case, checks)
+        verdict = _dtypes_checked(verdict, execution.output, expected, fn, args, kwargs, case.dtype)
         comparison = _Comparison(OUTPUT, verdict, ops_under_test_on_cpu(case, execution.fallback_ops, dispatched))
         scored = task.score(execution.output, expected, case.case_id) if task is not None else None
         groups, unjudged = self._group_comparisons(backend, execution, tolerance, case, checks)
@@ -380,6 +381,27 @@ def as_run(backend: Backend, fn: Callable, case: Case, *, grad: bool = False) ->
         raise Unsupported(f"case {case.case_id}: {refusal}")
     found = backend.quantized_width(fn)
     return replace(case, quant=found) if found and not case.quant else case
+
+
+def _dtypes_checked(verdict: Verdict, output: Any, expected: Any, fn: Callable, args: tuple,
+                    kwargs: Mapping[str, Any], dtype: str) -> Verdict:
+    """``verdict``, failed where the device's output tensors are not of the dtypes torch gives in
+    ``dtype``: judging upcasts a reduced-precision output to the float32 reference, which would
+    hide a float32 result of a float16 op. A float32 reference output stands for one in
+    ``dtype``; only where the device differs from that do torch's fake kernels decide (an op
+    with an explicit float32 ``dtype=`` gives float32 in float16 too)."""
+    if dtype == "float32":
+        return verdict
+    got, reference = leaf_dtypes(output), leaf_dtypes(expected)
+    if got == [dtype if kind == "float32" else kind for kind in reference]:
+        return verdict
+    wanted = dtypes_in(fn, args, kwargs, dtype)
+    if isinstance(wanted, str) or got == wanted or len(got) != len(wanted):
+        return verdict  # fake tensors cannot tell, torch agrees, or the compared structure differs (judged)
+    index, device_dtype, torch_dtype = next((i, g, w) for i, (g, w) in enumerate(zip(got, wanted)) if g != w)
+    return replace(verdict, passed=False,
+                   reason=f"dtype mismatch: output {index} is {device_dtype}, torch's in {dtype} is {torch_dtype}; "
+                          f"{verdict.reason}")
 
 
 def cast_floating(obj: Any, dtype: str) -> Any:
