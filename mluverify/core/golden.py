@@ -4,7 +4,9 @@ result that tells the device's error from the reference's own.
 The golden run widens every floating input, parameter and buffer to float64 (as Inductor's
 accuracy mode casts model and inputs with ``cast_to_fp64``) and runs the same callable on the
 CPU. An op without a float64 kernel makes the golden part unavailable for that case: the
-reason is returned, never raised. torch is imported only when a case runs.
+reason is returned, never raised. ``dtypes_in`` tells the dtypes torch's own result would have in
+a reduced precision (a float16 case's output is judged upcast, so its dtype is checked apart).
+torch is imported only when a case runs.
 """
 from __future__ import annotations
 

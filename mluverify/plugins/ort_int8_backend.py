@@ -329,14 +329,13 @@ def session_feeds(session: "onnxruntime.InferenceSession", batches: Sequence[Any
     return _feeds(batches, [i.name for i in session.get_inputs()])
 
 
-def _feeds(batches: Sequence[Any], graph_inputs: Sequence[str] | None = None) -> list[dict]:
+def _feeds(batches: Sequence[Any], graph_inputs: Sequence[str]) -> list[dict]:
     """Each batch (a tensor or a tuple of positional arguments) as the input dict of a model whose
-    inputs are ``graph_inputs`` (None: one per argument): the exporter prunes an input the graph
-    never reads (one taken for its shape alone), and onnxruntime refuses a feed the model does not
-    name."""
+    inputs are ``graph_inputs``: the exporter prunes an input the graph never reads (one taken for
+    its shape alone), and onnxruntime refuses a feed the model does not name."""
     arrays = [model_inputs(batch) for batch in batches]
-    return [{name: value for name, value in zip(_input_names(len(inputs)), inputs)
-             if graph_inputs is None or name in graph_inputs} for inputs in arrays]
+    return [{name: value for name, value in zip(_input_names(len(inputs)), inputs) if name in graph_inputs}
+            for inputs in arrays]
 
 
 def _quantizer_options(quantization: OrtQuantization) -> dict[str, Any]:

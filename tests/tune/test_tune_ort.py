@@ -58,7 +58,7 @@ def test_onnxruntime_quantizes_an_excluded_nodes_weights_again_unless_weight_bia
     import onnx
     import onnxruntime
 
-    from mluverify.plugins.ort_int8_backend import _feeds
+    from mluverify.plugins.ort_int8_backend import session_feeds
     from mluverify.tune._ort import OrtInt8Runtime
 
     runtime = OrtInt8Runtime(planted["model"](), planted["calibration_inputs"](), (planted["eval_inputs"](),), {})
@@ -69,7 +69,7 @@ def test_onnxruntime_quantizes_an_excluded_nodes_weights_again_unless_weight_bia
 
     def output(**options):
         session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"], **options)
-        return torch.cat([torch.from_numpy(session.run(None, feed)[0]) for feed in _feeds(runtime.samples)])
+        return torch.cat([torch.from_numpy(session.run(None, feed)[0]) for feed in session_feeds(session, runtime.samples)])
 
     assert compare(output(), expected, mode="cnml", tolerance=BOUND).value > BOUND
     kept_float = output(disabled_optimizers=["WeightBiasQuantization"])
