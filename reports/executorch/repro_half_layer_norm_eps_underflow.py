@@ -11,8 +11,7 @@ Needs only torch and executorch. Exits non-zero while the deviation holds. Upstr
 reported.
 """
 import torch
-from executorch.exir import to_edge_transform_and_lower
-from executorch.runtime import Runtime
+from executorch_compiled import run
 
 
 class LayerNorm(torch.nn.Module):
@@ -21,9 +20,7 @@ class LayerNorm(torch.nn.Module):
 
 
 x = torch.tensor([[0.0, 0.0, 0.0, 0.0], [1.0, -1.0, 2.0, -2.0]], dtype=torch.float16)
-program = to_edge_transform_and_lower(torch.export.export(LayerNorm(), (x,))).to_executorch()
-got = Runtime.get().load_program(program.buffer).load_method("forward").execute([x])[0]
-expected = LayerNorm()(x)
+got, expected = run(LayerNorm(), x), LayerNorm()(x)
 print(f"executorch: {got.tolist()}\ntorch:      {expected.tolist()}")
 if not torch.equal(got.isnan(), expected.isnan()):
     raise SystemExit("layer_norm of a constant float16 row is NaN: eps 1e-12 rounded to 0")

@@ -12,8 +12,7 @@ reported (pytorch/executorch#16727, merged in January 2026, moved the norms' acc
 float32; this is another fault).
 """
 import torch
-from executorch.exir import to_edge_transform_and_lower
-from executorch.runtime import Runtime
+from executorch_compiled import run
 
 
 class LayerNorm(torch.nn.Module):
@@ -21,17 +20,12 @@ class LayerNorm(torch.nn.Module):
         return torch.nn.functional.layer_norm(x, (x.shape[-1],))
 
 
-def executorch_run(module: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    program = to_edge_transform_and_lower(torch.export.export(module, (x,))).to_executorch()
-    return Runtime.get().load_program(program.buffer).load_method("forward").execute([x])[0]
-
-
 wrong = []
 for dtype in (torch.float32, torch.float16):
     for length in (255, 256, 512):
         x = torch.ones(1, length, dtype=dtype)
         x[0, ::2] = -1
-        got, expected = executorch_run(LayerNorm(), x), LayerNorm()(x)
+        got, expected = run(LayerNorm(), x), LayerNorm()(x)
         print(f"{dtype} length {length}: executorch {got[0, :2].tolist()}, torch {expected[0, :2].tolist()}")
         if not torch.allclose(got.float(), expected.float(), atol=1e-2):
             wrong.append(f"{dtype} length {length}")

@@ -9,6 +9,7 @@ torch does: a model over the bound then fails by float16's range, not by the com
 zoo extra.
     .venv/bin/python reports/inductor/zoo_float16_rounding.py hf_mobilevit
 """
+import copy
 import sys
 from pathlib import Path
 
@@ -27,11 +28,12 @@ def figures(name: str) -> dict[str, float]:
     model, inputs = eager(zoo_models()[name])
     with torch.no_grad():
         reference = model(*inputs)[0]
-        model16 = model.half()
+        model16 = copy.deepcopy(model).half()
         inputs16 = tuple(x.half() if x.is_floating_point() else x for x in inputs)
         eager16 = model16(*inputs16)[0]
         compiled16 = torch.compile(model16, backend="inductor", dynamic=False)(*inputs16)[0]
-        rounded = model16.float()(*(x.float() if x.is_floating_point() else x for x in inputs16))[0]
+        rounded_model = copy.deepcopy(model16).float()  # float16's values, float32's arithmetic
+        rounded = rounded_model(*(x.float() if x.is_floating_point() else x for x in inputs16))[0]
     return {"float16 weights and inputs, float32 arithmetic": relative(rounded, reference),
             "torch's float16 eager run": relative(eager16, reference),
             "TorchInductor float16": relative(compiled16, reference)}

@@ -3,9 +3,9 @@ CPU plugin's default ``INFERENCE_PRECISION_HINT`` there is bf16 for a float16 mo
 float32 one, so its float16 inputs lose 3 of their 11 significant bits before the math. OpInfo's
 ``dot`` sample 0 in float16 (``test_opinfo_sample[openvino:default-dot-0-float16]``) cancels
 (terms near 30, sum 2.7): rel_mse 0.052 against the float32 CPU, as far as torch's own bfloat16
-``dot`` of it (0.052; here, on its inputs to four decimals, 0.058 and 0.052); the f32 hint
-(openvino:cpu) gives float16's answer. The plugin's documented choice,
-not a wrong kernel: a float16 case there is judged at bf16's precision by its 2 % bound and this
+``dot`` of the sample (0.052). On the sample's inputs to four decimals, below, openvino:default is
+0.058 off and torch's bfloat16 0.052; the f32 hint (openvino:cpu) gives float16's answer. The
+plugin's documented choice, not a wrong kernel: a float16 case there is judged at bf16's precision by its 2 % bound and this
 one is waived (``dtype range``). On a CPU without bf16 support the default is f32 and this exits 0.
 
 openvino 2026.4.1, torch 2.14.1. Upstream: documented behaviour (OpenVINO's CPU device docs,
