@@ -28,9 +28,9 @@ from typing import Any, Callable, ContextManager
 # A near tie: the CPU's margin (|x| for ReLU, the window's lead over the device's pick for max
 # pooling) at most this share of the input's largest magnitude. Measured on the training suite's
 # float32 steps (suites/training): the flips of the MNIST Net lie within 2.1e-4 of the largest
-# magnitude, ResNet18's within 9.3e-3 (layer4, where batch norm normalizes 4 values a channel and
-# amplifies the forward's rounding); 2 % leaves a margin over both, far below the inputs' spread
-# (their RMS is 18-40 % of the largest), where a wrong choice beyond rounding lies.
+# magnitude, ResNet18's within 9.3e-3 (on 32x32 images, where layer4's batch norm normalized 4
+# values a channel and amplified the forward's rounding); 2 % leaves a margin over both, far below
+# the inputs' spread (their RMS is 18-40 % of the largest), where a wrong choice beyond rounding lies.
 TIE = 0.02
 RELU_OPS = ("aten::relu", "aten::relu_")
 MAX_POOL_OPS = ("aten::max_pool2d_with_indices",)

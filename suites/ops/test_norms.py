@@ -65,3 +65,23 @@ def test_weight_norm(verify, dtype: str, data) -> None:
     g = _vector(data, v.shape[dim], dtype).reshape([-1 if i == dim else 1 for i in range(v.dim())])
     verdict = verify(lambda v, g: torch._weight_norm(v, g, dim), v, g, op="weight_norm_interface", dtype=dtype)
     hypothesis.target(search_score(verdict.diagnostics, verdict.value), label=f"raw_rel_mse:weight_norm:{dtype}")
+
+
+def _rows(width: int, rows: int = 4) -> torch.Tensor:
+    return torch.randn(rows, width, generator=torch.Generator().manual_seed(width))
+
+
+# The drawn shapes stop at 9 a side; the zoo's transformers normalize rows of 192 to 768.
+# ExecuTorch's float16 kernel loses the variance from 256 elements a row on (255 is right).
+@pytest.mark.parametrize("width", (255, 256, 768))
+def test_layer_norm_wide_rows(verify, width: int, dtype: str) -> None:
+    x, weight, bias = _rows(width), _rows(width, 1)[0], _rows(width + 1, 1)[0, :width]
+    verify(lambda x, w, b: F.layer_norm(x, (width,), w, b, eps=1e-5), x, weight, bias,
+           op="layer_norm", dtype=dtype)
+
+
+# BERT's and DeiT's eps of 1e-12 is below float16's smallest subnormal (6e-8): a back end that
+# holds eps in float16 divides a constant row (DeiT's class token at seeded weights) 0 / 0.
+def test_layer_norm_constant_row_tiny_eps(verify, dtype: str) -> None:
+    x = torch.cat([torch.zeros(1, 32), _rows(32, 3)])
+    verify(lambda x: F.layer_norm(x, (32,), eps=1e-12), x, op="layer_norm", dtype=dtype)

@@ -59,7 +59,7 @@ def _images(shape: tuple[int, ...], classes: int) -> Callable:
 
 TRAININGS = (
     Training("mnist_net", Net, _images((8, 1, 28, 28), 10), F.nll_loss),
-    Training("resnet18_small", _small_resnet, _images((4, 3, 32, 32), 10), F.cross_entropy),
+    Training("resnet18_small", _small_resnet, _images((4, 3, 64, 64), 10), F.cross_entropy),
     Training("transformer_block", lambda: DecoderBlock(32, 4),
              lambda g: (torch.randn(2, 8, 32, generator=g), torch.randn(2, 8, 32, generator=g)), F.mse_loss),
 )
