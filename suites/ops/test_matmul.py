@@ -84,3 +84,14 @@ def test_quantized_linear(verify, bias: bool, quant: str, dtype: str, data) -> N
                           grid=dtype), label="x")
     verdict = verify(linear, x, op="linear", dtype=dtype, quant=quant)
     hypothesis.target(search_score(verdict.diagnostics, verdict.value), label=f"raw_rel_mse:linear:{quant}:{dtype}")
+
+
+# The drawn products sum at most 33 terms; a model's linear layers and convolutions sum hundreds
+# to thousands. In float16 2048 + 1 is 2048: a back end that keeps a float16 sum in float16 stops
+# at 2048 where torch, summing float16 products in float32, reaches 4096 (XNNPACK on AVX512-FP16).
+# A module: its weight a parameter, as a compiler's partitioner takes a model's layers.
+@pytest.mark.parametrize("terms", (2048, 4096))
+def test_linear_long_reduction(verify, terms: int, dtype: str) -> None:
+    layer = torch.nn.Linear(terms, 8, bias=False)
+    torch.nn.init.ones_(layer.weight)
+    verify(layer, torch.ones(2, terms), op="linear", dtype=dtype)
