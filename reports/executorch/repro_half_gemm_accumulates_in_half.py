@@ -4,9 +4,9 @@ products 1 x 1 comes out 2048 (in float16 2048 + 1 is 2048) where torch gives 40
 terms both are exact. With random operands the error grows with the reduction length, to several
 times torch's own float16 error (printed below: 7e-3 against 2e-4 at 2304 terms). It is the
 likely mechanism of the zoo's float16 ``selecsls42b``, ``visformer_small`` and ``hf_mobilevit``
-over the 2 % bound on executorch:xnnpack (docs/zoo.md): no submodule of theirs alone departs from
-torch's float16 by more than 0.8 %, this error's size at a few thousand products, and their
-convolutions reduce over hundreds to thousands of products a layer, dozens of layers deep.
+over the 2 % bound on executorch:xnnpack (docs/zoo.md): each convolution of ``selecsls42b`` and
+``visformer_small`` alone is 2.5-36 times torch's float16 error, up to 0.74 %, this error's size
+at a few thousand products, dozens of layers deep (``zoo_half_layer_errors.py``).
 
 Measured on an Intel Xeon with AVX512-FP16 (XNNPACK picks its float16 kernels by the CPU's
 features; not measured on a CPU without native float16 arithmetic). Needs only torch and

@@ -15,7 +15,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "suites"))
 from executorch_compiled import run  # noqa: E402
-from zoo.zoo_models import eager, zoo_models  # noqa: E402
+from zoo.zoo_models import eager, in_float16, zoo_models  # noqa: E402
 
 LAYERS = (torch.nn.Conv2d, torch.nn.Linear)
 
@@ -44,9 +44,7 @@ def layer_inputs(model: torch.nn.Module, inputs: tuple) -> dict[str, torch.Tenso
 
 def layer_errors(name: str) -> list[tuple[str, int, float, float]]:
     """(layer, products summed per output, ExecuTorch's relative error, torch's), worst first."""
-    model, inputs = eager(zoo_models()[name])
-    model16 = copy.deepcopy(model).half()
-    inputs16 = tuple(x.half() if x.is_floating_point() else x for x in inputs)
+    model16, inputs16 = in_float16(*eager(zoo_models()[name]))
     rows = []
     with torch.no_grad():
         for layer_name, x in layer_inputs(model16, inputs16).items():

@@ -19,7 +19,7 @@ import torch
 from torch._inductor import metrics
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "suites"))
-from zoo.zoo_models import eager, zoo_models  # noqa: E402
+from zoo.zoo_models import eager, in_float16, zoo_models  # noqa: E402
 
 
 def relative(actual: torch.Tensor, expected: torch.Tensor) -> float:
@@ -31,8 +31,7 @@ def figures(name: str) -> dict[str, object]:
     model, inputs = eager(zoo_models()[name])
     with torch.no_grad():
         reference = model(*inputs)[0]
-        model16 = copy.deepcopy(model).half()
-        inputs16 = tuple(x.half() if x.is_floating_point() else x for x in inputs)
+        model16, inputs16 = in_float16(model, inputs)
         eager16 = model16(*inputs16)[0]
         metrics.reset()
         compiled16 = torch.compile(model16, backend="inductor", dynamic=False)(*inputs16)[0]

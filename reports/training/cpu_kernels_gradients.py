@@ -2,7 +2,8 @@
 kernels, on the same parameters (docs/training.md, "Why ResNet18 trains on 64x64 images"): the
 AVX-512 run takes each step's starting parameters from the CPU's training trajectory and saves
 them, the AVX2 run (``ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2``) loads them; printed per
-step, the worst rel_mse between the two runs' gradients (the judge's metric). Small figures say
+step, the worst rel_mse between the two runs' gradients (the judge's metric without its eps
+rule, which would zero the smallest). Small figures say
 the CPU's gradient is well-conditioned, so a device comparison that moves between the two kernels
 moves with the trajectory it starts from. Run on a CPU with AVX-512.
     .venv/bin/python reports/training/cpu_kernels_gradients.py [image side, default the suite's 64]

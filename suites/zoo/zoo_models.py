@@ -9,6 +9,7 @@ unknown one.
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import functools
 from dataclasses import dataclass
@@ -203,3 +204,8 @@ def eager(model: ZooModel) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """The model with its seeded weights, in eval mode, and its seeded inputs."""
     torch.manual_seed(SEED)
     return model.build().eval(), model.inputs()
+
+
+def in_float16(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """A float16 copy of ``model`` and its floating inputs in float16 (token ids and masks kept)."""
+    return copy.deepcopy(model).half(), tuple(x.half() if x.is_floating_point() else x for x in inputs)
